@@ -1,0 +1,112 @@
+# pyroshim top-level build.  `make` builds shim/libpyroshim.so and the
+# examples; `make check` runs every test; `make bench` runs the benchmarks.
+#
+# Layout rules the wildcards below rely on:
+#   shim/*.c uploader/*.c trace/*.c   -> objects of libpyroshim.so
+#   shim/hook_*.c, shim/init.c        -> define interposed libc symbols or the
+#                                        constructor; kept OUT of the core
+#                                        archive that unit tests link, so a
+#                                        test binary never interposes its own
+#                                        malloc or starts the profiler.
+#   uploader/*.proto trace/*.proto    -> nanopb code generated in build/gen
+#   test/check_<module>.c             -> one check(3) unit-test binary each
+#   test/prog/*.c, *.cc               -> workloads the integration tests run
+#   examples/*.c                      -> demo programs
+
+CC      ?= cc
+CXX     ?= c++
+PREFIX  ?= /usr/local
+DESTDIR ?=
+
+WARN     = -Wall -Wextra -Werror
+CPPFLAGS = -D_GNU_SOURCE -Ishim -Iuploader -Itrace -Ibuild/gen
+CFLAGS   = -std=c11 -O2 -g -fPIC -pthread -fvisibility=hidden $(WARN)
+LIBS     = -ldl -lm -lz -lprotobuf-nanopb -pthread
+CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lm -lrt)
+
+PROTOS   = $(wildcard uploader/*.proto trace/*.proto)
+GEN_C    = $(patsubst %.proto,build/gen/%.pb.c,$(notdir $(PROTOS)))
+GEN_H    = $(GEN_C:.c=.h)
+LIB_SRC  = $(wildcard shim/*.c uploader/*.c trace/*.c)
+LIB_OBJ  = $(LIB_SRC:%.c=build/%.o) $(GEN_C:build/gen/%.c=build/gen/%.o)
+CORE_OBJ = $(filter-out build/shim/hook_%.o build/shim/init.o,$(LIB_OBJ))
+TESTS    = $(patsubst test/%.c,build/test/%,$(wildcard test/check_*.c))
+PROGS    = $(patsubst test/prog/%.c,build/prog/%,$(wildcard test/prog/*.c)) \
+           $(patsubst test/prog/%.cc,build/prog/%,$(wildcard test/prog/*.cc))
+EXAMPLES = $(patsubst examples/%.c,examples/%,$(wildcard examples/*.c))
+
+SO = shim/libpyroshim.so
+
+.PHONY: all check unit integration bench install uninstall clean lint fuzz
+all: $(SO) $(EXAMPLES)
+
+build/gen/%.pb.c build/gen/%.pb.h: uploader/%.proto
+	@mkdir -p build/gen
+	cd uploader && nanopb_generator.py -q -D ../build/gen $(notdir $<)
+build/gen/%.pb.c build/gen/%.pb.h: trace/%.proto
+	@mkdir -p build/gen
+	cd trace && nanopb_generator.py -q -D ../build/gen $(notdir $<)
+
+build/gen/%.o: build/gen/%.c
+	$(CC) $(CPPFLAGS) $(CFLAGS) -Wno-error -c $< -o $@
+
+build/%.o: %.c $(GEN_H) $(wildcard shim/*.h uploader/*.h trace/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(SO): $(LIB_OBJ) shim/pyroshim.map
+	$(CC) -shared -o $@ $(LIB_OBJ) -Wl,--version-script=shim/pyroshim.map \
+	    -Wl,-z,defs -Wl,-z,relro $(LIBS)
+
+build/libpyroshim_core.a: $(CORE_OBJ)
+	rm -f $@
+	ar rcs $@ $^
+
+build/test/check_%: test/check_%.c build/libpyroshim_core.a
+	@mkdir -p build/test
+	$(CC) $(CPPFLAGS) -std=c11 -O1 -g -pthread $(WARN) -Wno-unused-parameter $< \
+	    build/libpyroshim_core.a $(LIBS) $(CHECK_LIBS) -o $@
+
+build/prog/%: test/prog/%.c
+	@mkdir -p build/prog
+	$(CC) -D_GNU_SOURCE -std=gnu11 -O1 -g -fno-omit-frame-pointer -fno-inline -pthread $(WARN) $< -o $@ -ldl -lm
+build/prog/%: test/prog/%.cc
+	@mkdir -p build/prog
+	$(CXX) -std=c++17 -O1 -g -fno-inline -pthread $(WARN) $< -o $@ -ldl
+
+examples/generator: examples/generator.c
+	$(CC) -D_GNU_SOURCE -std=c11 -O2 -g $(WARN) $< -o $@ -lm
+examples/loader: examples/loader.c
+	$(CC) -D_GNU_SOURCE -std=c11 -O2 -g $(WARN) -I$(shell pg_config --includedir 2>/dev/null || echo /usr/include/postgresql) $< -o $@ -lpq
+
+unit: $(TESTS)
+	@sh test/run-unit.sh $(TESTS)
+
+integration: $(SO) $(EXAMPLES) $(PROGS)
+	@python3 test/integration/run.py
+
+check: lint unit integration
+
+lint:
+	@sh test/lint.sh
+
+bench: $(SO) $(EXAMPLES)
+	@sh bench/run.sh
+
+install: $(SO)
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin \
+	    $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man7
+	install -m 0644 $(SO) $(DESTDIR)$(PREFIX)/lib/libpyroshim.so
+	sed 's|@LIBDIR@|$(PREFIX)/lib|' scripts/pyrorun > $(DESTDIR)$(PREFIX)/bin/pyrorun
+	chmod 0755 $(DESTDIR)$(PREFIX)/bin/pyrorun
+	install -m 0644 man/pyrorun.1 $(DESTDIR)$(PREFIX)/share/man/man1/pyrorun.1
+	install -m 0644 man/pyroshim.7 $(DESTDIR)$(PREFIX)/share/man/man7/pyroshim.7
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/lib/libpyroshim.so $(DESTDIR)$(PREFIX)/bin/pyrorun \
+	    $(DESTDIR)$(PREFIX)/share/man/man1/pyrorun.1 $(DESTDIR)$(PREFIX)/share/man/man7/pyroshim.7
+
+clean:
+	rm -rf build $(SO) $(EXAMPLES)
+
+.SECONDARY:

@@ -1,0 +1,26 @@
+/* ps.h -- conventions shared by every pyroshim source file.
+ *
+ * Error convention: functions return int, 0 on success and a negative errno
+ * value on failure; the possible codes are listed next to each prototype.
+ * Fallible functions are marked PS_WUR so that a caller cannot ignore them.
+ *
+ * Context: every function comment says where it may run.  Definitions that
+ * the SIGPROF handler can reach are marked PS_SIGSAFE, so that
+ * `grep -n PS_SIGSAFE` lists everything that must stay async-signal-safe:
+ * no malloc, no stdio, no lock another thread may hold, errno preserved.
+ */
+#ifndef PS_H
+#define PS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define PS_SIGSAFE              /* reachable from the SIGPROF handler */
+#define PS_EXPORT   __attribute__((visibility("default")))
+#define PS_WUR      __attribute__((warn_unused_result))
+#define PS_TLS      __thread __attribute__((tls_model("initial-exec")))
+#define PS_LIKELY(x)   __builtin_expect(!!(x), 1)
+#define PS_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define PS_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+#endif
