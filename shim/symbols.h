@@ -1,0 +1,101 @@
+/* symbols.h -- instruction pointers to function names, outside signal context.
+ *
+ * The sampler records raw instruction pointers; the uploader turns each
+ * distinct one into a name here.  The loaded objects come from
+ * dl_iterate_phdr.  For each object the ELF file is mapped read-only once
+ * and its function symbols are copied into a sorted array: from .symtab
+ * when the file has one, so that static functions of an unstripped program
+ * are named (dladdr sees only .dynsym), else from .dynsym.  An object whose
+ * file cannot be read (the vDSO, a deleted or replaced file) is asked
+ * through dladdr instead.  C++ names are demangled with __cxa_demangle when
+ * the process has one (looked up at run time; libstdc++ is never linked).
+ *
+ * Every result is cached by IP, so a repeated IP costs one hash lookup.
+ * Caps: MAX_MODULES objects, MAX_SYMS symbols per object, a bounded IP
+ * cache that is emptied and refilled when full (see symbols.c).
+ *
+ * Context: uploader thread only, never the SIGPROF handler (it takes the
+ * loader lock, opens files and allocates with malloc).  A struct ps_symbols
+ * is not thread-safe: it has one owner.
+ */
+#ifndef PS_SYMBOLS_H
+#define PS_SYMBOLS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "ps.h"
+
+struct ps_symbols;  /* opaque cache, owned by its creator */
+
+/* What ps_symbols_lookup() wrote. */
+enum {
+	PS_SYM_FUNC = 0,     /* a function name, demangled when C++ */
+	PS_SYM_UNKNOWN = 1,  /* "module+0xoff" or "[unknown]+0xip" */
+	PS_SYM_SHIM = 2,     /* the IP is inside the profiler itself */
+};
+
+/* Counters for logging and tests.  Cumulative since ps_symbols_new(). */
+struct ps_symbols_stats {
+	uint64_t lookups;     /* calls of ps_symbols_lookup */
+	uint64_t cache_hits;  /* answered from the IP cache */
+	uint64_t scans;       /* dl_iterate_phdr walks of the object list */
+	uint64_t files;       /* ELF files read */
+	uint64_t flushes;     /* IP cache emptied because it was full */
+	uint32_t modules;     /* objects known now */
+	uint32_t cached;      /* IPs cached now */
+};
+
+/* Create an empty cache.  IPs in [skip_lo, skip_hi) -- the address range of
+ * libpyroshim.so, see ps_symbols_object_range() -- are reported as
+ * PS_SYM_SHIM so that the caller can drop the profiler's own frames; pass
+ * 0, 0 to skip nothing.  Nothing is scanned or read until the first lookup.
+ * Returns 0 and sets *out, or -ENOMEM.  Context: any thread; allocates. */
+int ps_symbols_new(struct ps_symbols **out, uintptr_t skip_lo, uintptr_t skip_hi) PS_WUR;
+
+/* Release everything.  NULL is allowed.  Context: the owner. */
+void ps_symbols_free(struct ps_symbols *s);
+
+/* Name the instruction at ip into buf (len bytes, always NUL-terminated,
+ * cut at len - 1 bytes when longer; buf is the caller's).
+ * Returns:
+ *   PS_SYM_FUNC     the function containing ip, demangled if C++ (full
+ *                   signature, e.g. "Foo::bar(int) const"), else as in the
+ *                   symbol table;
+ *   PS_SYM_UNKNOWN  "module+0xoff" when an object contains ip but no symbol
+ *                   covers it (module = basename of the object's file, off =
+ *                   ip - load bias, lowercase hex), or "[unknown]+0xip" when
+ *                   no object contains it;
+ *   PS_SYM_SHIM     ip is in the skip range (buf holds "[pyroshim]");
+ *   -EINVAL         s or buf is NULL or len is 0.
+ * An ip in no known object makes the object list be re-read, at most once a
+ * second (or at once after ps_symbols_invalidate), so a garbage IP cannot
+ * cause a scan per lookup.  Allocation failures degrade to PS_SYM_UNKNOWN
+ * results rather than errors.
+ * Context: the owner, uploader thread; takes the loader lock, reads files,
+ * allocates. */
+int ps_symbols_lookup(struct ps_symbols *s, uintptr_t ip, char *buf, size_t len);
+
+/* Objects were loaded or unloaded (dlopen, dlclose): forget the IP cache and
+ * re-read the object list at the next lookup.  Symbol tables of objects that
+ * are still loaded at the same address are kept; those of other objects are
+ * dropped and files are re-read lazily when next needed.
+ * Context: the owner. */
+void ps_symbols_invalidate(struct ps_symbols *s);
+
+/* Copy the counters.  Context: the owner. */
+void ps_symbols_get_stats(const struct ps_symbols *s, struct ps_symbols_stats *st);
+
+/* The address range [*lo, *hi) of the PT_LOAD segments of the loaded object
+ * that contains addr, e.g. a function of libpyroshim.so to get the skip
+ * range.  Returns 0, or -ENOENT if no loaded object contains addr.
+ * Context: any thread outside signal context (takes the loader lock). */
+int ps_symbols_object_range(const void *addr, uintptr_t *lo, uintptr_t *hi) PS_WUR;
+
+/* Test seam: parse the ELF file at path as the object loader would (no
+ * check against a loaded image) and report how many function symbols it
+ * yields.  Returns 0 and sets *nsyms, -errno from open/fstat/mmap, -ENOEXEC
+ * (not a well-formed ELF file of this machine's class), -ENOMEM.
+ * Context: any thread; allocates. */
+int ps_symbols_load_file_for_test(const char *path, size_t *nsyms) PS_WUR;
+
+#endif
