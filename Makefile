@@ -40,10 +40,10 @@ SO = shim/libpyroshim.so
 .PHONY: all check unit integration bench install uninstall clean lint fuzz
 all: $(SO) $(EXAMPLES)
 
-build/gen/%.pb.c build/gen/%.pb.h: uploader/%.proto
+build/gen/%.pb.c build/gen/%.pb.h: uploader/%.proto $(wildcard uploader/*.options)
 	@mkdir -p build/gen
 	cd uploader && nanopb_generator.py -q -D ../build/gen $(notdir $<)
-build/gen/%.pb.c build/gen/%.pb.h: trace/%.proto
+build/gen/%.pb.c build/gen/%.pb.h: trace/%.proto $(wildcard trace/*.options)
 	@mkdir -p build/gen
 	cd trace && nanopb_generator.py -q -D ../build/gen $(notdir $<)
 
@@ -85,7 +85,9 @@ unit: $(TESTS)
 integration: $(SO) $(EXAMPLES) $(PROGS)
 	@python3 test/integration/run.py
 
-check: lint unit integration
+# Everything, one suite after the other, with one closing summary line.
+check: $(TESTS) $(SO) $(EXAMPLES) $(PROGS)
+	@sh test/run-all.sh $(TESTS)
 
 lint:
 	@sh test/lint.sh

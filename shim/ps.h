@@ -23,4 +23,8 @@
 #define PS_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define PS_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
+#ifndef PS_VERSION
+#define PS_VERSION "0.1.0"
+#endif
+
 #endif

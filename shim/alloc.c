@@ -1,0 +1,129 @@
+/* alloc.c -- the sampling decision and the sample.  See alloc.h. */
+#include "alloc.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <time.h>
+
+#include "unwind.h"
+
+/* Written by ps_alloc_start (constructor, before any sample can be taken)
+ * and read by every thread afterwards. */
+static struct ps_stacktab *stacks;
+static struct ps_livetab *live;
+static uint64_t mean;
+/* PS_ALLOC_*; changed by start and off, read by every slow path. */
+static _Atomic int mode;
+
+/* Per-thread generator state; 0 means "not seeded yet". */
+static PS_TLS uint64_t t_rng;
+
+void
+ps_alloc_start(struct ps_stacktab *st, struct ps_livetab *lt, uint64_t mean_bytes)
+{
+	stacks = st;
+	live = lt;
+	mean = mean_bytes;
+	atomic_store(&mode, PS_ALLOC_ON);
+}
+
+void
+ps_alloc_off(void)
+{
+	atomic_store(&mode, PS_ALLOC_OFF);
+}
+
+int
+ps_alloc_mode(void)
+{
+	return atomic_load_explicit(&mode, memory_order_relaxed);
+}
+
+struct ps_livetab *
+ps_alloc_livetab(void)
+{
+	return live;
+}
+
+static uint64_t
+next_random(void)
+{
+	/* xorshift64*: good enough to draw sampling distances. */
+	t_rng ^= t_rng >> 12;
+	t_rng ^= t_rng << 25;
+	t_rng ^= t_rng >> 27;
+	return t_rng * 0x2545f4914f6cdd1dull;
+}
+
+static int64_t
+draw(void)
+{
+	double u;
+
+	if (mean <= 1)
+		return 0;
+	/* u in (0, 1]: -log(u) is then finite and >= 0. */
+	u = ((double)(next_random() >> 11) + 1.0) * (1.0 / 9007199254740992.0);
+	return (int64_t)(-log(u) * (double)mean) + 1;
+}
+
+uint64_t
+ps_alloc_weight(size_t size, uint64_t mean_bytes)
+{
+	double p;
+
+	if (mean_bytes <= 1 || size == 0)
+		return PS_FIXED_ONE;
+	p = -expm1(-(double)size / (double)mean_bytes);  /* 1 - exp(-s/mean) */
+	if (p <= 0)
+		return PS_FIXED_ONE;
+	return (uint64_t)((double)PS_FIXED_ONE / p + 0.5);
+}
+
+static void
+record(void *p, size_t size)
+{
+	uintptr_t ips[PS_MAX_DEPTH];
+	uint64_t vals[PS_NVALUES] = { 0 };
+	uint64_t w = ps_alloc_weight(size, mean);
+	uint32_t slot;
+	int depth;
+
+	ps_unwind_warm_thread();
+	depth = ps_unwind_here(ips, PS_MAX_DEPTH);
+	vals[PS_V_ALLOC_OBJS] = w;
+	vals[PS_V_ALLOC_BYTES] = (uint64_t)(((double)size * (double)w) / PS_FIXED_ONE + 0.5);
+	slot = ps_stacktab_add(stacks, ips, depth, depth == PS_MAX_DEPTH, vals);
+	(void)ps_livetab_insert(live, p, size, w, slot);
+}
+
+int64_t
+ps_alloc_slow(void *p, size_t size)
+{
+	int saved = errno;
+	int64_t next;
+
+	switch (ps_alloc_mode()) {
+	case PS_ALLOC_WAITING:
+		next = 0;  /* keep coming back until sampling starts */
+		break;
+	case PS_ALLOC_ON:
+		if (!t_rng) {
+			/* First visit of this thread: start its countdown
+			 * without sampling, or every thread's first
+			 * allocation would be over-represented. */
+			t_rng = ((uint64_t)(uintptr_t)&t_rng ^ (uint64_t)clock()) *
+				0x9e3779b97f4a7c15ull | 1;
+		} else if (p) {
+			record(p, size);
+		}
+		next = draw();
+		break;
+	default:
+		next = PS_ALLOC_NEVER;
+		break;
+	}
+	errno = saved;
+	return next;
+}

@@ -1,0 +1,48 @@
+/* alloc.h -- allocation sampling: when to sample, and what a sample records.
+ *
+ * Each thread counts down the bytes it allocates; when the count crosses
+ * zero, the allocation that crossed it is sampled and a new distance is
+ * drawn from an exponential distribution with mean `mean_bytes` (as Go,
+ * tcmalloc and jemalloc do).  A sampled allocation of size s then stands
+ * for 1/(1-exp(-s/mean)) allocations and s times that many bytes, which
+ * keeps totals unbiased for any mix of sizes.  The weight is applied to
+ * each sample as it is taken, never averaged per stack.
+ *
+ * The hooks (hook_malloc.c) own the fast path: a TLS decrement and a branch.
+ * Everything here runs on the slow path only.
+ */
+#ifndef PS_ALLOC_H
+#define PS_ALLOC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "livetab.h"
+#include "ps.h"
+#include "stacktab.h"
+
+enum { PS_ALLOC_WAITING = 0, PS_ALLOC_ON = 1, PS_ALLOC_OFF = 2 };
+
+/* A distance so large that a thread never reaches the slow path again. */
+#define PS_ALLOC_NEVER (INT64_MAX / 4)
+
+/* Begin sampling into the given tables.  mean_bytes <= 1 records every
+ * allocation.  Context: constructor. */
+void ps_alloc_start(struct ps_stacktab *st, struct ps_livetab *lt, uint64_t mean_bytes);
+/* Stop sampling for good (disabled, or exiting). */
+void ps_alloc_off(void);
+/* The current mode (PS_ALLOC_*).  Context: any thread. */
+int ps_alloc_mode(void);
+/* The live table, for the free hook (NULL until started). */
+struct ps_livetab *ps_alloc_livetab(void);
+
+/* Slow path of every allocation hook: the thread's countdown reached zero.
+ * `p` is the block just allocated (NULL if the allocation failed), `size`
+ * the bytes requested.  Returns the new countdown for the thread.
+ * Context: allocation hooks, not signal context; the caller holds the
+ * guard; errno is preserved. */
+int64_t ps_alloc_slow(void *p, size_t size);
+
+/* The unbiasing weight of a sample of `size` bytes, x PS_FIXED_ONE. */
+uint64_t ps_alloc_weight(size_t size, uint64_t mean_bytes);
+
+#endif

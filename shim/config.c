@@ -1,0 +1,326 @@
+/* config.c -- parse the environment into struct ps_config.  See config.h.
+ *
+ * Design: each variable is described once by a row of `vars` below (name,
+ * kind, limits, where to store it, how to describe the default), so adding a
+ * variable is one line and every variable gets the same error handling.
+ */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "log.h"
+
+static int
+all_digits(const char *s)
+{
+	if (!*s)
+		return 0;
+	for (; *s; s++)
+		if (!isdigit((unsigned char)*s))
+			return 0;
+	return 1;
+}
+
+int
+ps_parse_uint(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+	uint64_t v = 0;
+
+	if (!s || !all_digits(s) || strlen(s) > 19)
+		return -EINVAL;
+	for (; *s; s++)
+		v = v * 10 + (uint64_t)(*s - '0');
+	if (v < lo || v > hi)
+		return -EINVAL;
+	*out = v;
+	return 0;
+}
+
+int
+ps_parse_bool(const char *s, int *out)
+{
+	static const char *const yes[] = { "1", "true", "yes", "on" };
+	static const char *const no[] = { "0", "false", "no", "off" };
+	size_t i;
+
+	if (!s)
+		return -EINVAL;
+	for (i = 0; i < PS_ARRAY_LEN(yes); i++) {
+		if (!strcasecmp(s, yes[i])) {
+			*out = 1;
+			return 0;
+		}
+		if (!strcasecmp(s, no[i])) {
+			*out = 0;
+			return 0;
+		}
+	}
+	return -EINVAL;
+}
+
+/* Split "123unit" into a number and a suffix; the number must be present. */
+static int
+split_number(const char *s, uint64_t *num, const char **suffix)
+{
+	uint64_t v = 0;
+	int n = 0;
+
+	while (isdigit((unsigned char)*s)) {
+		if (++n > 15)
+			return -EINVAL;
+		v = v * 10 + (uint64_t)(*s++ - '0');
+	}
+	if (n == 0)
+		return -EINVAL;
+	*num = v;
+	*suffix = s;
+	return 0;
+}
+
+int
+ps_parse_duration(const char *s, uint64_t *out_ns)
+{
+	static const struct { const char *unit; uint64_t ns; } units[] = {
+		{ "", 1000000000ull }, { "ms", 1000000ull }, { "s", 1000000000ull },
+		{ "m", 60000000000ull }, { "h", 3600000000000ull },
+	};
+	const char *suffix;
+	uint64_t v;
+	size_t i;
+
+	if (!s || split_number(s, &v, &suffix))
+		return -EINVAL;
+	for (i = 0; i < PS_ARRAY_LEN(units); i++) {
+		if (strcmp(suffix, units[i].unit))
+			continue;
+		if (v == 0 || v > UINT64_MAX / units[i].ns)
+			return -EINVAL;
+		*out_ns = v * units[i].ns;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+int
+ps_parse_size(const char *s, uint64_t *out)
+{
+	static const struct { const char *unit; uint64_t mul; } units[] = {
+		{ "", 1 }, { "k", 1ull << 10 }, { "K", 1ull << 10 }, { "KiB", 1ull << 10 },
+		{ "M", 1ull << 20 }, { "MiB", 1ull << 20 }, { "G", 1ull << 30 },
+		{ "GiB", 1ull << 30 },
+	};
+	const char *suffix;
+	uint64_t v;
+	size_t i;
+
+	if (!s || split_number(s, &v, &suffix))
+		return -EINVAL;
+	for (i = 0; i < PS_ARRAY_LEN(units); i++) {
+		if (strcmp(suffix, units[i].unit))
+			continue;
+		if (v > UINT64_MAX / units[i].mul)
+			return -EINVAL;
+		*out = v * units[i].mul;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+int
+ps_parse_level(const char *s, int *out)
+{
+	static const char *const names[] = { "error", "warn", "info", "debug" };
+	size_t i;
+
+	if (!s)
+		return -EINVAL;
+	for (i = 0; i < PS_ARRAY_LEN(names); i++) {
+		if (!strcasecmp(s, names[i])) {
+			*out = (int)i;
+			return 0;
+		}
+	}
+	if (!strcasecmp(s, "warning")) {
+		*out = PS_LOG_WARN;
+		return 0;
+	}
+	return -EINVAL;
+}
+
+enum kind { K_BOOL, K_UINT, K_DURATION, K_SIZE, K_LEVEL, K_STR, K_PATH };
+
+struct var {
+	const char *name;
+	enum kind kind;
+	size_t off;          /* offset of the field in struct ps_config */
+	uint64_t lo, hi;     /* accepted range for numbers */
+	const char *why;     /* what a valid value looks like */
+	const char *dflt;    /* the default, as printed */
+};
+
+#define OFF(f) offsetof(struct ps_config, f)
+#define NS(s) ((uint64_t)(s) * 1000000000ull)
+
+static const struct var vars[] = {
+	{ "PYROSCOPE_ENABLED", K_BOOL, OFF(enabled), 0, 1, "expected true or false", "true" },
+	{ "PYROSCOPE_SAMPLE_RATE", K_UINT, OFF(sample_rate), 1, 1000,
+	  "expected a whole number of Hz from 1 to 1000", "100" },
+	{ "PYROSCOPE_PROFILING_CPU_ENABLED", K_BOOL, OFF(cpu_enabled), 0, 1,
+	  "expected true or false", "true" },
+	{ "PYROSCOPE_PROFILING_ALLOC_ENABLED", K_BOOL, OFF(alloc_enabled), 0, 1,
+	  "expected true or false", "true" },
+	{ "PYROSCOPE_ALLOC_SAMPLE_BYTES", K_SIZE, OFF(alloc_sample_bytes), 0, 1ull << 40,
+	  "expected a size in bytes such as 524288 or 512KiB", "524288" },
+	{ "PYROSCOPE_STACK_MEMORY", K_SIZE, OFF(stack_memory), 256 << 10, 1ull << 30,
+	  "expected a size from 256KiB to 1GiB such as 8MiB", "8MiB" },
+	{ "PYROSCOPE_UPLOAD_INTERVAL", K_DURATION, OFF(upload_interval_ns), NS(1) / 10, NS(3600),
+	  "expected a duration from 100ms to 1h such as 500ms, 10s or 1m", "10s" },
+	{ "PYROSCOPE_FLUSH_TIMEOUT", K_DURATION, OFF(flush_timeout_ns), NS(1) / 10, NS(600),
+	  "expected a duration from 100ms to 10m such as 3s", "3s" },
+	{ "PYROSCOPE_OUTPUT_DIR", K_PATH, OFF(output_dir), 0, 0,
+	  "expected a directory path", "./pyroshim-profiles" },
+	{ "PYROSCOPE_SERVER_ADDRESS", K_STR, OFF(server), 0, 0,
+	  "expected a URL such as http://localhost:4040", "local files only" },
+	{ "PYROSCOPE_LOG_LEVEL", K_LEVEL, OFF(log_level), 0, 0,
+	  "expected error, warn, info or debug", "error" },
+	{ "PYROSCOPE_LOG_FILE", K_PATH, OFF(log_file), 0, 0, "expected a file path", "stderr" },
+};
+
+/* Print the value as given, but never more than 80 bytes or a control
+ * character: the value is untrusted and goes to a terminal. */
+static void
+printable(const char *in, char *out, size_t len)
+{
+	size_t i;
+
+	for (i = 0; in[i] && i + 4 < len && i < 80; i++)
+		out[i] = isprint((unsigned char)in[i]) ? in[i] : '?';
+	out[i] = '\0';
+	if (in[i])
+		memcpy(out + i, "...", 4);
+}
+
+static int
+parse_number(const struct var *v, const char *s, uint64_t *out)
+{
+	uint64_t x = 0;
+	int rc;
+
+	switch (v->kind) {
+	case K_UINT:
+		return ps_parse_uint(s, v->lo, v->hi, out);
+	case K_DURATION:
+		rc = ps_parse_duration(s, &x);
+		break;
+	default:
+		rc = ps_parse_size(s, &x);
+		break;
+	}
+	if (rc || x < v->lo || x > v->hi)
+		return -EINVAL;
+	*out = x;
+	return 0;
+}
+
+static int
+store(struct ps_config *c, const struct var *v, const char *s)
+{
+	char *field = (char *)c + v->off;
+	uint64_t num;
+	size_t n;
+	int iv;
+
+	switch (v->kind) {
+	case K_BOOL:
+	case K_LEVEL:
+		if ((v->kind == K_BOOL ? ps_parse_bool(s, &iv) : ps_parse_level(s, &iv)))
+			return -EINVAL;
+		memcpy(field, &iv, sizeof(iv));
+		return 0;
+	case K_STR:
+	case K_PATH:
+		n = strlen(s);
+		if (n == 0 || n >= (v->kind == K_STR ? PS_CFG_STR : PATH_MAX))
+			return -EINVAL;
+		memcpy(field, s, n + 1);
+		return 0;
+	default:
+		if (parse_number(v, s, &num))
+			return -EINVAL;
+		if (v->kind == K_UINT) {
+			unsigned u = (unsigned)num;
+			memcpy(field, &u, sizeof(u));
+		} else {
+			memcpy(field, &num, sizeof(num));
+		}
+		return 0;
+	}
+}
+
+static void
+defaults(struct ps_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->enabled = 1;
+	c->sample_rate = 100;
+	c->cpu_enabled = 1;
+	c->alloc_enabled = 1;
+	c->alloc_sample_bytes = 524288;
+	c->stack_memory = 8ull << 20;
+	c->upload_interval_ns = NS(10);
+	c->flush_timeout_ns = NS(3);
+	c->log_level = PS_LOG_ERROR;
+}
+
+/* Application name: PYROSCOPE_APPLICATION_NAME, else OTEL_SERVICE_NAME,
+ * else the executable's basename.  Sanitising for the server's grammar is
+ * the uploader's job; here it only has to be a usable file-name part, so
+ * '/' and control characters are replaced. */
+static void
+app_name(struct ps_config *c, ps_getenv_fn get, const char *exe)
+{
+	const char *s = get("PYROSCOPE_APPLICATION_NAME");
+	const char *slash;
+	size_t i;
+
+	if (!s || !*s)
+		s = get("OTEL_SERVICE_NAME");
+	if (!s || !*s) {
+		s = exe ? exe : "";
+		slash = strrchr(s, '/');
+		if (slash)
+			s = slash + 1;
+	}
+	if (!*s)
+		s = "unknown";
+	snprintf(c->app_name, sizeof(c->app_name), "%s", s);
+	for (i = 0; c->app_name[i]; i++)
+		if (c->app_name[i] == '/' || !isprint((unsigned char)c->app_name[i]))
+			c->app_name[i] = '_';
+}
+
+int
+ps_config_load(struct ps_config *c, ps_getenv_fn get, const char *exe)
+{
+	char shown[96];
+	const char *s;
+	size_t i;
+	int bad = 0;
+
+	defaults(c);
+	for (i = 0; i < PS_ARRAY_LEN(vars); i++) {
+		s = get(vars[i].name);
+		if (!s || !*s || store(c, &vars[i], s) == 0)
+			continue;
+		printable(s, shown, sizeof(shown));
+		ps_log_config("%s=%s: %s; using %s", vars[i].name, shown, vars[i].why,
+			      vars[i].dflt);
+		bad++;
+	}
+	app_name(c, get, exe);
+	return bad;
+}

@@ -1,0 +1,61 @@
+/* config.h -- all configuration, parsed once at start-up.
+ *
+ * ps_config_load() is the only place in pyroshim that reads the environment
+ * (the constructor calls it once; nothing else calls getenv).  Every invalid
+ * value is reported as one line
+ *     pyroshim: <VARIABLE>=<value>: <why>; using <default>
+ * and replaced by its default, so a typo never disables profiling silently
+ * and never crashes the host.  Values of secret variables are not echoed.
+ *
+ * Strings are copied into fixed arrays: the struct owns everything and can
+ * be read from any thread after start-up without synchronisation, because
+ * it is written only before the shim's threads start (and in the fork child
+ * handler, when the child has a single thread).
+ */
+#ifndef PS_CONFIG_H
+#define PS_CONFIG_H
+
+#include <limits.h>
+#include <stdint.h>
+#include "ps.h"
+
+#define PS_CFG_STR 1024
+
+struct ps_config {
+	int enabled;                   /* PYROSCOPE_ENABLED (default 1) */
+	char app_name[256];            /* PYROSCOPE_APPLICATION_NAME, OTEL_SERVICE_NAME, basename(exe) */
+	unsigned sample_rate;          /* PYROSCOPE_SAMPLE_RATE, Hz, 1..1000, default 100 */
+	int cpu_enabled;               /* PYROSCOPE_PROFILING_CPU_ENABLED (default 1) */
+	int alloc_enabled;             /* PYROSCOPE_PROFILING_ALLOC_ENABLED (default 1) */
+	uint64_t alloc_sample_bytes;   /* PYROSCOPE_ALLOC_SAMPLE_BYTES, default 524288; 0/1 = every */
+	uint64_t stack_memory;         /* PYROSCOPE_STACK_MEMORY, bytes, default 8 MiB */
+	uint64_t upload_interval_ns;   /* PYROSCOPE_UPLOAD_INTERVAL, default 10 s */
+	uint64_t flush_timeout_ns;     /* PYROSCOPE_FLUSH_TIMEOUT, default 3 s */
+	char output_dir[PATH_MAX];     /* PYROSCOPE_OUTPUT_DIR; "" = not set */
+	char server[PS_CFG_STR];       /* PYROSCOPE_SERVER_ADDRESS; "" = local files only */
+	int log_level;                 /* PYROSCOPE_LOG_LEVEL, enum ps_log_level, default error */
+	char log_file[PATH_MAX];       /* PYROSCOPE_LOG_FILE; "" = stderr */
+};
+
+/* A function that reads one variable; getenv in production, a table in
+ * tests.  Returns NULL when the variable is unset. */
+typedef const char *(*ps_getenv_fn)(const char *name);
+
+/* Fill *c with defaults, then with the environment read through get.
+ * `exe` is the executable's path (for the default application name).
+ * Returns the number of invalid values that were reported and replaced.
+ * Context: constructor (single thread); does not allocate. */
+int ps_config_load(struct ps_config *c, ps_getenv_fn get, const char *exe);
+
+/* Parsers, exposed for the unit tests and for other modules.  Each returns
+ * 0 and stores the value, or -EINVAL and leaves *out untouched. */
+int ps_parse_bool(const char *s, int *out) PS_WUR;
+int ps_parse_uint(const char *s, uint64_t lo, uint64_t hi, uint64_t *out) PS_WUR;
+/* "500ms", "10s", "1m", "2h" or plain seconds ("15"); result in ns; > 0. */
+int ps_parse_duration(const char *s, uint64_t *out_ns) PS_WUR;
+/* "524288", "512k", "512KiB", "8M", "8MiB", "1G" (binary multiples). */
+int ps_parse_size(const char *s, uint64_t *out) PS_WUR;
+/* "error", "warn", "info", "debug" (case-insensitive). */
+int ps_parse_level(const char *s, int *out) PS_WUR;
+
+#endif

@@ -1,0 +1,162 @@
+/* hook_exec.c -- the exec family.
+ *
+ * Interval timers survive execve, but signal handlers do not: a new image
+ * that does not load the shim (LD_PRELOAD removed, a static binary) would
+ * be killed by "Profiling timer expired" before its first instruction.  So
+ * every exec-family call stops the timer (and accepts any SIGPROF already
+ * pending) first, and re-arms it if the exec fails.  An exec also ends this
+ * image's profile, so it is flushed first, within the flush timeout.
+ *
+ * glibc's execvp, execl and friends call execve internally, not through
+ * the PLT, so each of them is interposed on its own.
+ *
+ * In a vfork child (the pid differs from the profiled process's) nothing is
+ * touched: the child shares the parent's memory, and its own timer is not
+ * armed anyway.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <unistd.h>
+
+#include "process.h"
+#include "ps.h"
+#include "sampler.h"
+
+#define MAX_ARGS 65536
+
+static int
+before(void)
+{
+	if (!ps_process_is_self())
+		return -1;
+	ps_process_before_exec();
+	return ps_sampler_disarm();
+}
+
+static void
+after(int was_armed)
+{
+	int saved = errno;
+
+	if (was_armed > 0)
+		ps_sampler_rearm(was_armed);
+	errno = saved;
+}
+
+#define NEXT(name) ((__typeof__(&name))dlsym(RTLD_NEXT, #name))
+
+#define EXEC_HOOK(name, params, args)                  \
+	PS_EXPORT int name params                      \
+	{                                              \
+		__typeof__(&name) fn = NEXT(name);     \
+		int was, rc;                           \
+		if (!fn) {                             \
+			errno = ENOSYS;                \
+			return -1;                     \
+		}                                      \
+		was = before();                        \
+		rc = fn args;                          \
+		after(was);                            \
+		return rc;                             \
+	}
+
+EXEC_HOOK(execve, (const char *path, char *const argv[], char *const envp[]),
+	  (path, argv, envp))
+EXEC_HOOK(execv, (const char *path, char *const argv[]), (path, argv))
+EXEC_HOOK(execvp, (const char *file, char *const argv[]), (file, argv))
+EXEC_HOOK(execvpe, (const char *file, char *const argv[], char *const envp[]),
+	  (file, argv, envp))
+EXEC_HOOK(fexecve, (int fd, char *const argv[], char *const envp[]), (fd, argv, envp))
+EXEC_HOOK(execveat, (int dirfd, const char *path, char *const argv[], char *const envp[],
+		     int flags),
+	  (dirfd, path, argv, envp, flags))
+
+/* Count the variadic arguments after arg0, up to the terminating NULL. */
+static size_t
+count_args(va_list ap)
+{
+	size_t n = 1;
+
+	while (n < MAX_ARGS && va_arg(ap, char *))
+		n++;
+	return n;
+}
+
+/* execl, execlp and execle collect their arguments and go through the
+ * vector forms above, which do the disarming. */
+#define COLLECT(arg0, argv, n, ap)                          \
+	do {                                                \
+		argv[0] = (char *)arg0;                     \
+		for (size_t i_ = 1; i_ <= n; i_++)          \
+			argv[i_] = va_arg(ap, char *);      \
+	} while (0)
+
+PS_EXPORT int
+execl(const char *path, const char *arg0, ...)
+{
+	va_list ap, cp;
+	size_t n;
+
+	va_start(ap, arg0);
+	va_copy(cp, ap);
+	n = count_args(cp);
+	va_end(cp);
+	if (n >= MAX_ARGS) {
+		va_end(ap);
+		errno = E2BIG;
+		return -1;
+	}
+	char *argv[n + 1];
+	COLLECT(arg0, argv, n - 1, ap);
+	argv[n] = NULL;
+	va_end(ap);
+	return execv(path, argv);
+}
+
+PS_EXPORT int
+execlp(const char *file, const char *arg0, ...)
+{
+	va_list ap, cp;
+	size_t n;
+
+	va_start(ap, arg0);
+	va_copy(cp, ap);
+	n = count_args(cp);
+	va_end(cp);
+	if (n >= MAX_ARGS) {
+		va_end(ap);
+		errno = E2BIG;
+		return -1;
+	}
+	char *argv[n + 1];
+	COLLECT(arg0, argv, n - 1, ap);
+	argv[n] = NULL;
+	va_end(ap);
+	return execvp(file, argv);
+}
+
+PS_EXPORT int
+execle(const char *path, const char *arg0, ...)
+{
+	va_list ap, cp;
+	char *const *envp;
+	size_t n;
+
+	va_start(ap, arg0);
+	va_copy(cp, ap);
+	n = count_args(cp);
+	va_end(cp);
+	if (n >= MAX_ARGS) {
+		va_end(ap);
+		errno = E2BIG;
+		return -1;
+	}
+	char *argv[n + 1];
+	COLLECT(arg0, argv, n - 1, ap);
+	argv[n] = NULL;
+	(void)va_arg(ap, char *);  /* the NULL that ends the list */
+	envp = va_arg(ap, char *const *);
+	va_end(ap);
+	return execve(path, argv, envp);
+}

@@ -1,0 +1,62 @@
+/* hook_thread.c -- pthread_create.
+ *
+ * libunwind keeps its per-thread cache in dynamic TLS, and the first use of
+ * dynamic TLS in a thread allocates: that must not happen inside the
+ * SIGPROF handler.  Every new thread therefore runs one small capture
+ * before its start routine (unwind.h), outside signal context.  Until a
+ * thread is warmed, its samples hold only the interrupted instruction.
+ *
+ * The trampoline is the only frame the shim adds to a host thread; it
+ * belongs to the shim's own code and is dropped from every stack.
+ */
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "guard.h"
+#include "ps.h"
+#include "unwind.h"
+
+struct start {
+	void *(*fn)(void *);
+	void *arg;
+};
+
+static void *
+trampoline(void *p)
+{
+	struct start s = *(struct start *)p;
+
+	ps_guard_enter();
+	free(p);
+	ps_unwind_warm_thread();
+	ps_guard_leave();
+	return s.fn(s.arg);
+}
+
+typedef int (*create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+
+PS_EXPORT int
+pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
+{
+	static create_fn real;
+	struct start *s;
+	int rc;
+
+	if (!real)
+		real = (create_fn)dlsym(RTLD_NEXT, "pthread_create");
+	if (!real)
+		return EAGAIN;
+	ps_guard_enter();
+	s = malloc(sizeof(*s));
+	ps_guard_leave();
+	if (!s)
+		return real(t, attr, fn, arg);  /* no warm-up, but no failure either */
+	s->fn = fn;
+	s->arg = arg;
+	rc = real(t, attr, trampoline, s);
+	if (rc)
+		free(s);
+	return rc;
+}

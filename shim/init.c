@@ -1,0 +1,243 @@
+/* init.c -- the constructor, the destructor and the fork handlers: where
+ * the shim's pieces are put together.
+ *
+ * Start-up order matters: the allocation hooks are resolved first (the
+ * loader has been calling them already), configuration is read once,
+ * libunwind is loaded and warmed up, the tables are mapped, the uploader
+ * thread starts, and only then is the timer armed -- so the first SIGPROF
+ * finds everything in place.  Nothing here prints unless configuration is
+ * wrong or the log level asks.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "config.h"
+#include "export.h"
+#include "guard.h"
+#include "livetab.h"
+#include "log.h"
+#include "process.h"
+#include "sampler.h"
+#include "stacktab.h"
+#include "unwind.h"
+#include "worker.h"
+
+void ps_hook_malloc_resolve(void);
+
+/* Process-wide state.  Written by the constructor before the shim's thread
+ * and timer exist, and by the fork child handler while the child has one
+ * thread; read-only otherwise. */
+static struct {
+	struct ps_config cfg;
+	struct ps_stacktab st;
+	struct ps_livetab lt;
+	struct ps_export x;
+	_Atomic int pid;     /* the profiled process; 0 = shim inactive */
+} g;
+
+static const char *
+env(const char *name)
+{
+	return getenv(name);
+}
+
+static void
+exe_path(char *buf, size_t len)
+{
+	ssize_t n = readlink("/proc/self/exe", buf, len - 1);
+
+	buf[n > 0 ? n : 0] = '\0';
+}
+
+/* Absolute output directory; the default one is exported so that children
+ * started in other directories write next to their parent's files. */
+static void
+output_dir(struct ps_config *c, char *dir, size_t len)
+{
+	char cwd[PATH_MAX];
+	const char *d = c->output_dir;
+
+	dir[0] = '\0';
+	if (!d[0] && c->server[0])
+		return;  /* server only */
+	if (!d[0])
+		d = "pyroshim-profiles";
+	if (d[0] == '/') {
+		snprintf(dir, len, "%s", d);
+	} else if (getcwd(cwd, sizeof(cwd))) {
+		if ((size_t)snprintf(dir, len, "%s/%s", cwd, d) >= len)
+			dir[0] = '\0';
+	}
+	if (dir[0] && strcmp(dir, c->output_dir) && setenv("PYROSCOPE_OUTPUT_DIR", dir, 1))
+		ps_debug("could not export PYROSCOPE_OUTPUT_DIR");
+}
+
+static void
+log_setup(const struct ps_config *c)
+{
+	int fd = -1;
+
+	if (c->log_file[0]) {
+		fd = open(c->log_file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+		if (fd < 0)
+			ps_log_config("PYROSCOPE_LOG_FILE=%s: %s; using stderr", c->log_file,
+				      strerror(errno));
+	}
+	ps_log_setup(c->log_level, fd);
+}
+
+static void
+shim_range(uintptr_t *lo, uintptr_t *hi)
+{
+	struct dl_find_object f;
+
+	*lo = *hi = 0;
+	if (_dl_find_object((void *)(uintptr_t)shim_range, &f) == 0) {
+		*lo = (uintptr_t)f.dlfo_map_start;
+		*hi = (uintptr_t)f.dlfo_map_end;
+	}
+}
+
+static void
+on_fork_child(void)
+{
+	if (!atomic_load(&g.pid))
+		return;
+	atomic_store(&g.pid, (int)getpid());
+	if (ps_stacktab_reset(&g.st) || (g.x.alloc_on && ps_livetab_reset(&g.lt))) {
+		ps_alloc_off();
+		(void)ps_sampler_disarm();
+		return;
+	}
+	ps_export_abandon(&g.x);
+	g.x.pid = getpid();
+	ps_worker_child();
+	ps_sampler_child();
+}
+
+static int
+start_tables(struct ps_config *c)
+{
+	int rc = ps_stacktab_init(&g.st, c->stack_memory);
+
+	if (rc)
+		return rc;
+	rc = ps_unwind_init();
+	if (rc)
+		ps_warn("libunwind.so.8 could not be loaded: stacks are cut to their leaf");
+	if (c->alloc_enabled) {
+		rc = ps_livetab_init(&g.lt);
+		if (rc)
+			return rc;
+		ps_alloc_start(&g.st, &g.lt, c->alloc_sample_bytes);
+	}
+	return 0;
+}
+
+static void
+start_export(struct ps_config *c)
+{
+	struct ps_export *x = &g.x;
+
+	memset(x, 0, sizeof(*x));
+	x->cfg = c;
+	x->st = &g.st;
+	x->lt = c->alloc_enabled ? &g.lt : NULL;
+	x->cpu_on = c->cpu_enabled;
+	x->alloc_on = c->alloc_enabled;
+	x->pid = getpid();
+	snprintf(x->app, sizeof(x->app), "%s", c->app_name);
+	output_dir(c, x->dir, sizeof(x->dir));
+	shim_range(&x->skip_lo, &x->skip_hi);
+	ps_export_setup(x);
+	if (ps_worker_start(x, c->upload_interval_ns))
+		ps_warn("uploader thread not started: profiles are written at exit only");
+}
+
+static void
+start(void)
+{
+	char exe[PATH_MAX];
+	struct ps_config *c = &g.cfg;
+	int rc;
+
+	exe_path(exe, sizeof(exe));
+	(void)ps_config_load(c, env, exe);
+	log_setup(c);
+	if (!c->enabled || (!c->cpu_enabled && !c->alloc_enabled))
+		return;
+	rc = start_tables(c);
+	if (rc) {
+		ps_warn("profiler not started: %s", strerror(-rc));
+		return;
+	}
+	start_export(c);
+	if (pthread_atfork(NULL, NULL, on_fork_child))
+		ps_warn("fork handler not installed");
+	atomic_store(&g.pid, (int)getpid());
+	if (c->cpu_enabled) {
+		rc = ps_sampler_start(&g.st, c->sample_rate);
+		if (rc == -EBUSY)
+			ps_warn("SIGPROF or ITIMER_PROF is already in use: CPU profiling steps aside");
+		else if (rc)
+			ps_warn("CPU profiling not started: %s", strerror(-rc));
+		if (rc)
+			g.x.cpu_on = 0;
+	}
+	ps_info("profiling %s (pid %d) at %u Hz, allocations every %llu bytes, output %s",
+		c->app_name, (int)getpid(), c->sample_rate,
+		(unsigned long long)c->alloc_sample_bytes, g.x.dir[0] ? g.x.dir : c->server);
+}
+
+__attribute__((constructor)) static void
+ps_init(void)
+{
+	ps_hook_malloc_resolve();
+	/* setuid/setgid/capabilities: never act on the environment. */
+	if (getauxval(AT_SECURE)) {
+		ps_alloc_off();
+		return;
+	}
+	ps_guard_enter();
+	start();
+	if (!atomic_load(&g.pid) || !g.cfg.alloc_enabled)
+		ps_alloc_off();
+	ps_guard_leave();
+}
+
+__attribute__((destructor)) static void
+ps_fini(void)
+{
+	if (!ps_process_is_self())
+		return;
+	ps_guard_enter();
+	ps_sampler_stop();
+	ps_worker_flush(g.cfg.flush_timeout_ns, 1);
+	atomic_store(&g.pid, 0);
+	ps_guard_leave();
+}
+
+int
+ps_process_is_self(void)
+{
+	int pid = atomic_load(&g.pid);
+
+	return pid != 0 && pid == (int)getpid();
+}
+
+void
+ps_process_before_exec(void)
+{
+	ps_guard_enter();
+	ps_worker_flush(g.cfg.flush_timeout_ns, 0);
+	ps_guard_leave();
+}

@@ -1,0 +1,132 @@
+/* livetab.c -- lock-free table of live sampled blocks.  See livetab.h. */
+#include "livetab.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#define MAX_PROBE 64
+enum { K_EMPTY = 0, K_TOMB = 1, K_BUSY = 2 };
+
+int
+ps_livetab_init(struct ps_livetab *t)
+{
+	size_t slots = (size_t)PS_LIVE_SLOTS * sizeof(struct ps_live_slot);
+	void *p;
+
+	memset(t, 0, sizeof(*t));
+	t->map_len = slots + PS_LIVE_FILTER;
+	p = mmap(NULL, t->map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return -ENOMEM;
+	t->slots = p;
+	t->filter = (_Atomic uint8_t *)((char *)p + slots);
+	return 0;
+}
+
+int
+ps_livetab_reset(struct ps_livetab *t)
+{
+	void *p = mmap(t->slots, t->map_len, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+
+	if (p == MAP_FAILED)
+		return -ENOMEM;
+	atomic_store(&t->live, 0);
+	atomic_store(&t->dropped, 0);
+	return 0;
+}
+
+/* Counting filter: saturates at 255 and then stays there, which only costs
+ * a useless probe now and then. */
+static void
+filter_add(struct ps_livetab *t, const void *p, int delta)
+{
+	_Atomic uint8_t *f = &t->filter[ps_livetab_bucket(p, PS_LIVE_FILTER)];
+	uint8_t v = atomic_load_explicit(f, memory_order_relaxed);
+
+	do {
+		if (v == 255 || (delta < 0 && v == 0))
+			return;
+	} while (!atomic_compare_exchange_weak_explicit(f, &v, (uint8_t)(v + delta),
+							memory_order_relaxed,
+							memory_order_relaxed));
+}
+
+int
+ps_livetab_insert(struct ps_livetab *t, const void *p, uint64_t size, uint64_t weight,
+		  uint32_t stack)
+{
+	uint32_t b = ps_livetab_bucket(p, PS_LIVE_SLOTS), i;
+	struct ps_live_slot *s;
+	uintptr_t k;
+
+	for (i = 0; i < MAX_PROBE; i++) {
+		s = &t->slots[(b + i) & (PS_LIVE_SLOTS - 1)];
+		k = atomic_load_explicit(&s->key, memory_order_relaxed);
+		if (k != K_EMPTY && k != K_TOMB)
+			continue;
+		if (!atomic_compare_exchange_strong_explicit(&s->key, &k, K_BUSY,
+							     memory_order_acquire,
+							     memory_order_relaxed))
+			continue;
+		s->stack = stack;
+		s->size = size;
+		s->weight = weight;
+		filter_add(t, p, 1);
+		atomic_fetch_add_explicit(&t->live, 1, memory_order_relaxed);
+		atomic_store_explicit(&s->key, (uintptr_t)p, memory_order_release);
+		return 0;
+	}
+	atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);
+	return -ENOSPC;
+}
+
+int
+ps_livetab_remove_slow(struct ps_livetab *t, const void *p)
+{
+	uint32_t b = ps_livetab_bucket(p, PS_LIVE_SLOTS), i;
+	struct ps_live_slot *s;
+	uintptr_t k;
+
+	for (i = 0; i < MAX_PROBE; i++) {
+		s = &t->slots[(b + i) & (PS_LIVE_SLOTS - 1)];
+		k = atomic_load_explicit(&s->key, memory_order_acquire);
+		if (k == K_EMPTY)
+			return 0;
+		if (k != (uintptr_t)p)
+			continue;
+		if (!atomic_compare_exchange_strong_explicit(&s->key, &k, K_TOMB,
+							     memory_order_release,
+							     memory_order_relaxed))
+			return 0;
+		filter_add(t, p, -1);
+		atomic_fetch_sub_explicit(&t->live, 1, memory_order_relaxed);
+		return 1;
+	}
+	return 0;
+}
+
+void
+ps_livetab_each(struct ps_livetab *t,
+		void (*fn)(void *arg, uint32_t stack, uint64_t size, uint64_t weight), void *arg)
+{
+	struct ps_live_slot *s;
+	uint64_t size, weight;
+	uint32_t i, stack;
+	uintptr_t k;
+
+	for (i = 0; i < PS_LIVE_SLOTS; i++) {
+		s = &t->slots[i];
+		k = atomic_load_explicit(&s->key, memory_order_acquire);
+		if (k <= K_BUSY)
+			continue;
+		stack = s->stack;
+		size = s->size;
+		weight = s->weight;
+		/* Re-check: the block may have been freed while we read it. */
+		if (atomic_load_explicit(&s->key, memory_order_acquire) != k)
+			continue;
+		fn(arg, stack, size, weight);
+	}
+}

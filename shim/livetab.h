@@ -1,0 +1,86 @@
+/* livetab.h -- the sampled allocations that are still live (in-use heap).
+ *
+ * A sampled allocation is inserted by the allocation hook that sampled it;
+ * free and realloc remove it.  Open addressing keyed by the pointer, no
+ * lock at all: a slot's key goes EMPTY/TOMB -> BUSY (claimed) -> pointer
+ * (published with release) -> TOMB.  A live pointer is unique, so it is
+ * never present twice.  Lookups stop at an EMPTY slot, and EMPTY never comes
+ * back, so a lookup can never miss a published pointer.
+ *
+ * Most frees are of unsampled pointers; before probing the table they test
+ * a small counting filter (one byte per hash bucket, 64 KiB), which is
+ * almost always zero and stays in cache.
+ *
+ * Capacity is fixed (PS_LIVE_SLOTS); a sampled allocation that finds no
+ * slot within MAX_PROBE is counted in `dropped` and missing from in-use
+ * only (its alloc_* counts are kept).
+ */
+#ifndef PS_LIVETAB_H
+#define PS_LIVETAB_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include "ps.h"
+
+#define PS_LIVE_SLOTS (1u << 16)
+#define PS_LIVE_FILTER (1u << 16)
+
+struct ps_live_slot {
+	_Atomic uintptr_t key;   /* 0 empty, 1 tombstone, 2 busy, else the pointer */
+	uint32_t stack;          /* stacktab slot of the allocating stack */
+	uint32_t pad;
+	uint64_t size;           /* requested bytes */
+	uint64_t weight;         /* unbiasing weight x PS_FIXED_ONE */
+};
+
+struct ps_livetab {
+	struct ps_live_slot *slots;     /* PS_LIVE_SLOTS entries, mmap'ed */
+	_Atomic uint8_t *filter;        /* PS_LIVE_FILTER counters, mmap'ed */
+	_Atomic uint64_t live;          /* published entries */
+	_Atomic uint64_t dropped;       /* inserts that found no slot */
+	size_t map_len;
+};
+
+/* Map the table.  Returns 0 or -ENOMEM.  Context: constructor. */
+int ps_livetab_init(struct ps_livetab *t) PS_WUR;
+/* Forget every entry (fork child).  Returns 0 or -ENOMEM. */
+int ps_livetab_reset(struct ps_livetab *t) PS_WUR;
+
+/* Record a sampled live block.  Returns 0 or -ENOSPC (counted).
+ * Context: allocation hooks, any thread; lock-free. */
+int ps_livetab_insert(struct ps_livetab *t, const void *p, uint64_t size, uint64_t weight,
+		      uint32_t stack);
+
+/* Remove p if it is a sampled block.  Returns 1 if it was, else 0.
+ * Context: free/realloc hooks, any thread; lock-free; the common "not
+ * sampled" answer costs one relaxed load and, rarely, one filter byte. */
+static inline int ps_livetab_remove(struct ps_livetab *t, const void *p);
+
+/* Reader: call fn for each live entry.  Context: uploader thread. */
+void ps_livetab_each(struct ps_livetab *t,
+		     void (*fn)(void *arg, uint32_t stack, uint64_t size, uint64_t weight),
+		     void *arg);
+
+/* Internals of the inline fast path. */
+int ps_livetab_remove_slow(struct ps_livetab *t, const void *p);
+
+static inline uint32_t
+ps_livetab_bucket(const void *p, uint32_t n)
+{
+	uint64_t h = ((uint64_t)(uintptr_t)p >> 4) * 0x9e3779b97f4a7c15ull;
+
+	return (uint32_t)(h >> 40) & (n - 1);
+}
+
+static inline int
+ps_livetab_remove(struct ps_livetab *t, const void *p)
+{
+	if (PS_LIKELY(atomic_load_explicit(&t->live, memory_order_relaxed) == 0))
+		return 0;
+	if (PS_LIKELY(atomic_load_explicit(&t->filter[ps_livetab_bucket(p, PS_LIVE_FILTER)],
+					   memory_order_relaxed) == 0))
+		return 0;
+	return ps_livetab_remove_slow(t, p);
+}
+
+#endif

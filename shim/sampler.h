@@ -1,0 +1,41 @@
+/* sampler.h -- CPU sampling: ITIMER_PROF, the SIGPROF handler, and the
+ * weight of each sample.
+ *
+ * Each sample is worth the process CPU time consumed since the previous one
+ * (CLOCK_PROCESS_CPUTIME_ID), not a fixed period: the kernel delivers at
+ * most one SIGPROF per tick (250 Hz here), so at 1000 Hz a fixed weight
+ * would make the profile 4x too small.  Summed, the weights equal the CPU
+ * time of the profiled interval, whatever the delivery rate.
+ *
+ * The sampler never steals SIGPROF: if the program (or another preloaded
+ * library) already has a handler or an armed ITIMER_PROF, CPU profiling
+ * steps aside with one warning.
+ */
+#ifndef PS_SAMPLER_H
+#define PS_SAMPLER_H
+
+#include "ps.h"
+#include "stacktab.h"
+
+/* Install the handler and arm the timer at `hz`.  Returns 0, -EBUSY
+ * (SIGPROF or ITIMER_PROF already in use: stepped aside), or -errno from
+ * sigaction/setitimer.  Context: constructor. */
+int ps_sampler_start(struct ps_stacktab *tab, unsigned hz) PS_WUR;
+
+/* Stop the timer and consume any SIGPROF already pending, so that an exec
+ * cannot carry a profiling signal into an image with no handler.  Returns 1
+ * if the timer was armed (pass it to ps_sampler_rearm), else 0.
+ * Context: any thread, outside the handler; async-signal-safe. */
+int ps_sampler_disarm(void);
+
+/* Re-arm after a failed exec, if `was_armed`.  Context: any thread. */
+void ps_sampler_rearm(int was_armed);
+
+/* Fork child: arm a fresh timer (timers are not inherited) and restart the
+ * CPU-time baseline.  Context: fork child handler. */
+void ps_sampler_child(void);
+
+/* Stop for good (exit).  Context: destructor. */
+void ps_sampler_stop(void);
+
+#endif

@@ -1,0 +1,169 @@
+/* stacktab.c -- lock-free table of distinct stacks.  See stacktab.h.
+ *
+ * Open addressing with linear probing over at most MAX_PROBE slots.  A slot
+ * goes EMPTY -> CLAIMED -> READY and never back (until a fork child resets
+ * the whole table), so a reader that sees READY may read the frames without
+ * further checks.  A writer that meets a CLAIMED slot does not wait for it
+ * -- the claimer may be the very thread the handler interrupted -- it probes
+ * on; at worst a stack is stored twice, and the uploader merges duplicates
+ * when it folds stacks by name.
+ */
+#include "stacktab.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#define MAX_PROBE 64
+
+int
+ps_stacktab_init(struct ps_stacktab *t, uint64_t budget)
+{
+	uint64_t slot_bytes = budget / 4;
+	uint32_t n = 1;
+	size_t slots_len;
+	void *p;
+
+	while ((uint64_t)n * 2 * sizeof(struct ps_stack_slot) <= slot_bytes && n < (1u << 24))
+		n *= 2;
+	if (n < 256)
+		return -EINVAL;
+	memset(t, 0, sizeof(*t));
+	t->nslots = n;
+	slots_len = (PS_NSPECIAL + (size_t)n) * sizeof(struct ps_stack_slot);
+	slots_len = (slots_len + 4095) & ~(size_t)4095;
+	t->npool = (uint32_t)((budget - slots_len) / sizeof(uintptr_t));
+	t->map_len = slots_len + (size_t)t->npool * sizeof(uintptr_t);
+	p = mmap(NULL, t->map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return -ENOMEM;
+	t->slots = p;
+	t->pool = (uintptr_t *)((char *)p + slots_len);
+	return 0;
+}
+
+int
+ps_stacktab_reset(struct ps_stacktab *t)
+{
+	void *p = mmap(t->slots, t->map_len, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+
+	if (p == MAP_FAILED)
+		return -ENOMEM;
+	atomic_store(&t->pool_used, 0);
+	atomic_store(&t->dropped, 0);
+	return 0;
+}
+
+PS_SIGSAFE static uint64_t
+hash_stack(const uintptr_t *ips, int depth)
+{
+	uint64_t h = 0x9e3779b97f4a7c15ull ^ (uint64_t)depth;
+	int i;
+
+	for (i = 0; i < depth; i++) {
+		h ^= ips[i];
+		h *= 0xff51afd7ed558ccdull;
+		h ^= h >> 32;
+	}
+	return h | 1;  /* 0 never names a stack */
+}
+
+PS_SIGSAFE static void
+add_values(struct ps_stack_slot *s, const uint64_t *vals)
+{
+	int i;
+
+	for (i = 0; i < PS_NVALUES; i++)
+		if (vals[i])
+			atomic_fetch_add_explicit(&s->v[i], vals[i], memory_order_relaxed);
+}
+
+PS_SIGSAFE void
+ps_stacktab_add_special(struct ps_stacktab *t, uint32_t slot, const uint64_t *vals)
+{
+	add_values(&t->slots[slot], vals);
+}
+
+/* Fill a freshly claimed slot; returns 0, or -1 if the frame pool is full
+ * (the slot is then published as an unmatchable empty stack). */
+PS_SIGSAFE static int
+fill(struct ps_stacktab *t, struct ps_stack_slot *s, const uintptr_t *ips, int depth,
+     int truncated, uint64_t h)
+{
+	uint32_t off = atomic_fetch_add_explicit(&t->pool_used, (uint32_t)depth,
+						 memory_order_relaxed);
+	int ok = off <= t->npool && (uint32_t)depth <= t->npool - off;
+
+	if (ok)
+		memcpy(&t->pool[off], ips, (size_t)depth * sizeof(*ips));
+	s->frames = ok ? off : 0;
+	s->depth = ok ? (uint16_t)depth : 0;
+	s->truncated = (uint16_t)truncated;
+	s->hash = ok ? h : 0;
+	atomic_store_explicit(&s->state, PS_ST_READY, memory_order_release);
+	return ok ? 0 : -1;
+}
+
+PS_SIGSAFE static int
+same(const struct ps_stacktab *t, const struct ps_stack_slot *s, uint64_t h,
+     const uintptr_t *ips, int depth)
+{
+	return s->hash == h && s->depth == depth &&
+	       memcmp(&t->pool[s->frames], ips, (size_t)depth * sizeof(*ips)) == 0;
+}
+
+PS_SIGSAFE uint32_t
+ps_stacktab_add(struct ps_stacktab *t, const uintptr_t *ips, int depth, int truncated,
+		const uint64_t *vals)
+{
+	uint64_t h = hash_stack(ips, depth);
+	uint32_t mask = t->nslots - 1, probe = 0, i;
+	struct ps_stack_slot *s;
+	uint32_t st;
+
+	while (probe < MAX_PROBE) {
+		i = PS_NSPECIAL + (((uint32_t)h + probe) & mask);
+		s = &t->slots[i];
+		st = atomic_load_explicit(&s->state, memory_order_acquire);
+		if (st == PS_ST_READY && same(t, s, h, ips, depth)) {
+			add_values(s, vals);
+			return i;
+		}
+		if (st != PS_ST_EMPTY) {
+			probe++;
+			continue;
+		}
+		/* A full frame pool would only waste the slot. */
+		if (atomic_load_explicit(&t->pool_used, memory_order_relaxed) >
+		    t->npool - (uint32_t)depth)
+			break;
+		if (!atomic_compare_exchange_strong_explicit(&s->state, &st, PS_ST_CLAIMED,
+							     memory_order_acquire,
+							     memory_order_relaxed))
+			continue;  /* lost the race: look at the winner's stack */
+		if (fill(t, s, ips, depth, truncated, h))
+			break;
+		add_values(s, vals);
+		return i;
+	}
+	atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);
+	add_values(&t->slots[PS_SLOT_FULL], vals);
+	return PS_SLOT_FULL;
+}
+
+int
+ps_stacktab_get(const struct ps_stacktab *t, uint32_t i, const uintptr_t **ips, int *depth,
+		int *truncated)
+{
+	const struct ps_stack_slot *s = &t->slots[i];
+
+	if (i < PS_NSPECIAL || i >= ps_stacktab_size(t))
+		return 0;
+	if (atomic_load_explicit(&s->state, memory_order_acquire) != PS_ST_READY || !s->hash)
+		return 0;
+	*ips = &t->pool[s->frames];
+	*depth = s->depth;
+	*truncated = s->truncated;
+	return 1;
+}

@@ -1,0 +1,90 @@
+/* stacktab.h -- the table of distinct stacks and their counters.
+ *
+ * Written from the SIGPROF handler and the allocation hooks of every host
+ * thread; read by the uploader thread.  Lock-free: a writer claims an empty
+ * slot with a compare-and-swap, fills it, then publishes it; counters are
+ * atomic adds.  Memory is mapped once at start-up with a fixed budget
+ * (PYROSCOPE_STACK_MEMORY) and never grows: a stack that does not fit is
+ * added to the PS_SLOT_FULL slot, so totals stay right and the loss is
+ * visible in the profile and counted in `dropped`.
+ *
+ * Counters are cumulative for the whole run; the uploader computes deltas.
+ * Stacks are raw instruction pointers, leaf first (see unwind.h).
+ */
+#ifndef PS_STACKTAB_H
+#define PS_STACKTAB_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include "ps.h"
+
+/* Counter indexes. */
+enum {
+	PS_V_CPU_SAMPLES = 0,  /* signals taken */
+	PS_V_CPU_NS = 1,       /* CPU nanoseconds those signals stand for */
+	PS_V_ALLOC_OBJS = 2,   /* sampled allocations, unbiased, x PS_FIXED_ONE */
+	PS_V_ALLOC_BYTES = 3,  /* sampled bytes, unbiased */
+	PS_NVALUES = 4,
+};
+#define PS_FIXED_ONE 65536  /* fixed-point unit of PS_V_ALLOC_OBJS */
+
+/* Slots that hold no stack, at fixed indexes before the hashed ones. */
+enum {
+	PS_SLOT_FULL = 0,      /* "[pyroshim: stack table full]" */
+	PS_SLOT_BUSY = 1,      /* "[pyroshim: inside the profiler]": signal hit shim code */
+	PS_NSPECIAL = 2,
+};
+
+enum { PS_ST_EMPTY = 0, PS_ST_CLAIMED = 1, PS_ST_READY = 2 };
+
+struct ps_stack_slot {
+	_Atomic uint32_t state;      /* PS_ST_*; READY is published with release */
+	uint16_t depth;              /* written once before READY */
+	uint16_t truncated;          /* 1 if the stack was cut at PS_MAX_DEPTH */
+	uint32_t frames;             /* index of the first frame in the pool */
+	uint32_t pad;
+	uint64_t hash;               /* written once before READY; never 0 */
+	_Atomic uint64_t v[PS_NVALUES];
+};
+
+struct ps_stacktab {
+	struct ps_stack_slot *slots; /* PS_NSPECIAL + nslots entries, mmap'ed */
+	uintptr_t *pool;             /* frame pool, mmap'ed */
+	uint32_t nslots;             /* power of two */
+	uint32_t npool;
+	_Atomic uint32_t pool_used;
+	_Atomic uint64_t dropped;    /* stacks sent to PS_SLOT_FULL */
+	size_t map_len;              /* bytes mapped, for reset and unmap */
+};
+
+/* Map a table using about `budget` bytes (a quarter for slots, the rest for
+ * frames).  Returns 0, -EINVAL (budget too small), -ENOMEM.
+ * Context: constructor; calls mmap. */
+int ps_stacktab_init(struct ps_stacktab *t, uint64_t budget) PS_WUR;
+
+/* Forget every stack (fork child): the pages are replaced by fresh zero
+ * pages, which costs nothing until touched.  Context: fork child handler,
+ * single thread.  Returns 0 or -ENOMEM. */
+int ps_stacktab_reset(struct ps_stacktab *t) PS_WUR;
+
+/* Add `vals` (PS_NVALUES entries, zeros allowed) to the counters of the
+ * stack ips[0..depth).  Returns the slot index used (possibly PS_SLOT_FULL).
+ * Context: any thread, SIGPROF handler included; async-signal-safe. */
+uint32_t ps_stacktab_add(struct ps_stacktab *t, const uintptr_t *ips, int depth,
+			 int truncated, const uint64_t *vals);
+
+/* Add to a special slot.  Context: async-signal-safe. */
+void ps_stacktab_add_special(struct ps_stacktab *t, uint32_t slot, const uint64_t *vals);
+
+/* Reader side.  Returns 1 and fills the pointers if slot i is published,
+ * else 0.  Context: uploader thread. */
+int ps_stacktab_get(const struct ps_stacktab *t, uint32_t i, const uintptr_t **ips,
+		    int *depth, int *truncated);
+
+static inline uint32_t
+ps_stacktab_size(const struct ps_stacktab *t)
+{
+	return PS_NSPECIAL + t->nslots;
+}
+
+#endif

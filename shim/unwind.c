@@ -1,0 +1,197 @@
+/* unwind.c -- libunwind, loaded privately, driven from signal context.
+ * See unwind.h for why it is built this way. */
+#define UNW_LOCAL_ONLY
+#include "unwind.h"
+
+#include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <libunwind.h>
+#include <string.h>
+#include <sys/auxv.h>
+
+/* Function pointers into the privately loaded libunwind.  Written once by
+ * ps_unwind_init() in the constructor, read-only afterwards. */
+static struct {
+	int (*getcontext)(unw_context_t *);
+	int (*init_local)(unw_cursor_t *, unw_context_t *);
+	int (*init_local2)(unw_cursor_t *, unw_context_t *, int);
+	int (*step)(unw_cursor_t *);
+	int (*get_reg)(unw_cursor_t *, unw_regnum_t, unw_word_t *);
+	int (*set_caching_policy)(unw_addr_space_t, unw_caching_policy_t);
+	unw_addr_space_t *local_as;
+	int loaded;
+} unw;
+
+/* The main executable's program headers, from the aux vector (its ELF
+ * header need not be mapped where _dl_find_object says it starts). */
+static const ElfW(Phdr) *main_phdr;
+static size_t main_phnum;
+
+/* Per-thread capture state.  Initial-exec TLS: reading it never allocates. */
+static PS_TLS int t_active;       /* inside a capture on this thread */
+static PS_TLS uintptr_t t_cur_ip; /* frame libunwind is looking up */
+static PS_TLS int t_warm;         /* libunwind's TLS exists on this thread */
+
+int
+ps_unwind_active(void)
+{
+	return t_active;
+}
+
+static int
+load(void)
+{
+	void *h = dlopen("libunwind.so.8", RTLD_NOW | RTLD_LOCAL);
+
+	if (!h)
+		return -ENOSYS;
+	unw.getcontext = (int (*)(unw_context_t *))dlsym(h, "_Ux86_64_getcontext");
+	unw.init_local = (int (*)(unw_cursor_t *, unw_context_t *))dlsym(h, "_ULx86_64_init_local");
+	unw.init_local2 = (int (*)(unw_cursor_t *, unw_context_t *, int))
+		dlsym(h, "_ULx86_64_init_local2");
+	unw.step = (int (*)(unw_cursor_t *))dlsym(h, "_ULx86_64_step");
+	unw.get_reg = (int (*)(unw_cursor_t *, unw_regnum_t, unw_word_t *))
+		dlsym(h, "_ULx86_64_get_reg");
+	unw.set_caching_policy = (int (*)(unw_addr_space_t, unw_caching_policy_t))
+		dlsym(h, "_ULx86_64_set_caching_policy");
+	unw.local_as = (unw_addr_space_t *)dlsym(h, "_ULx86_64_local_addr_space");
+	if (!unw.getcontext || !unw.init_local || !unw.init_local2 || !unw.step ||
+	    !unw.get_reg || !unw.set_caching_policy || !unw.local_as)
+		return -ENOSYS;
+	return 0;
+}
+
+int
+ps_unwind_init(void)
+{
+	uintptr_t ips[8];
+	int rc;
+
+	if (unw.loaded)
+		return 0;
+	rc = load();
+	if (rc)
+		return rc;
+	main_phdr = (const ElfW(Phdr) *)getauxval(AT_PHDR);
+	main_phnum = getauxval(AT_PHNUM);
+	/* A per-thread cache needs no lock shared with other threads. */
+	if (unw.set_caching_policy(*unw.local_as, UNW_CACHE_PER_THREAD))
+		return -ENOSYS;
+	unw.loaded = 1;
+	/* The first capture runs libunwind's one-time initialisation, which
+	 * takes a lock: do it here, never in the handler. */
+	ps_unwind_here(ips, 8);
+	t_warm = 1;
+	return 0;
+}
+
+void
+ps_unwind_warm_thread(void)
+{
+	uintptr_t ips[4];
+
+	if (t_warm || !unw.loaded)
+		return;
+	ps_unwind_here(ips, 4);
+	t_warm = 1;
+}
+
+PS_SIGSAFE static int
+walk(unw_cursor_t *cur, uintptr_t *ips, int max, int exact_leaf)
+{
+	unw_word_t ip;
+	int n = 0;
+
+	while (n < max) {
+		if (unw.get_reg(cur, UNW_REG_IP, &ip) || ip == 0)
+			break;
+		ips[n] = (n == 0 && exact_leaf) ? (uintptr_t)ip : (uintptr_t)ip - 1;
+		t_cur_ip = ips[n];
+		n++;
+		if (unw.step(cur) <= 0)
+			break;
+	}
+	return n;
+}
+
+PS_SIGSAFE int
+ps_unwind_signal(void *ucontext, uintptr_t *ips, int max)
+{
+	const ucontext_t *uc = ucontext;
+	unw_cursor_t cur;
+	int n;
+
+	ips[0] = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+	if (!unw.loaded || !t_warm || t_active || max < 2)
+		return 1;
+	t_active = 1;
+	if (unw.init_local2(&cur, (unw_context_t *)ucontext, UNW_INIT_SIGNAL_FRAME)) {
+		n = 1;
+	} else {
+		n = walk(&cur, ips, max, 1);
+		if (n < 1)
+			n = 1;
+	}
+	t_active = 0;
+	return n;
+}
+
+int
+ps_unwind_here(uintptr_t *ips, int max)
+{
+	unw_context_t ctx;
+	unw_cursor_t cur;
+	int n = 0;
+
+	if (!unw.loaded || t_active || max < 1)
+		return 0;
+	t_active = 1;
+	if (unw.getcontext(&ctx) == 0 && unw.init_local(&cur, &ctx) == 0)
+		n = walk(&cur, ips, max, 0);
+	t_active = 0;
+	return n;
+}
+
+/* Program headers of the object mapped at dlfo: its ELF header sits at the
+ * start of its first mapping for every object the GNU toolchain links. */
+PS_SIGSAFE static int
+object_phdrs(const struct dl_find_object *f, const ElfW(Phdr) **ph, size_t *n)
+{
+	uintptr_t start = (uintptr_t)f->dlfo_map_start & ~(uintptr_t)4095;
+	const ElfW(Ehdr) *eh = (const ElfW(Ehdr) *)start;
+
+	if (main_phdr && (uintptr_t)main_phdr >= start &&
+	    (uintptr_t)main_phdr < (uintptr_t)f->dlfo_map_end) {
+		*ph = main_phdr;
+		*n = main_phnum;
+		return 0;
+	}
+	if (memcmp(eh->e_ident, ELFMAG, SELFMAG) || eh->e_phentsize != sizeof(ElfW(Phdr)) ||
+	    eh->e_phnum == 0 || eh->e_phoff + (uintptr_t)eh->e_phnum * sizeof(ElfW(Phdr)) >
+	    (uintptr_t)f->dlfo_map_end - start)
+		return -1;
+	*ph = (const ElfW(Phdr) *)(start + eh->e_phoff);
+	*n = eh->e_phnum;
+	return 0;
+}
+
+PS_SIGSAFE int
+ps_unwind_iterate_phdr(int (*cb)(struct dl_phdr_info *, size_t, void *), void *data)
+{
+	struct dl_find_object f;
+	struct dl_phdr_info info;
+	const ElfW(Phdr) *ph;
+	size_t n;
+
+	if (_dl_find_object((void *)t_cur_ip, &f) != 0 || !f.dlfo_link_map)
+		return 0;
+	if (object_phdrs(&f, &ph, &n))
+		return 0;
+	memset(&info, 0, sizeof(info));
+	info.dlpi_addr = f.dlfo_link_map->l_addr;
+	info.dlpi_name = f.dlfo_link_map->l_name ? f.dlfo_link_map->l_name : "";
+	info.dlpi_phdr = ph;
+	info.dlpi_phnum = (ElfW(Half))n;
+	return cb(&info, sizeof(info), data);
+}

@@ -1,0 +1,58 @@
+/* unwind.h -- stack capture with libunwind, safe inside SIGPROF.
+ *
+ * Why libunwind is dlopen'ed, not linked: Debian's libunwind.so.8 exports
+ * _Unwind_RaiseException and friends.  Linked into a preloaded library it
+ * would enter the global symbol scope and take over C++ exception handling
+ * in every host program.  Loaded with RTLD_LOCAL it serves only us.
+ *
+ * Why capture never deadlocks: libunwind finds unwind tables through
+ * dl_iterate_phdr, which takes the loader lock; a signal that lands while a
+ * thread holds that lock (dlopen, dlclose) deadlocks the process (measured:
+ * 6 runs of 9, REFERENCES.md section 7).  While a capture runs on a thread,
+ * the shim's dl_iterate_phdr (shim/hook_dl.c) does not call glibc's: it
+ * describes only the object that contains the frame being unwound, found
+ * with glibc's lock-free _dl_find_object.  No lock is taken, nothing is
+ * allocated, and no snapshot of the object list needs publishing.
+ *
+ * libunwind keeps its per-thread cache in dynamic TLS, whose first use in a
+ * thread allocates.  A thread is therefore unwound inside the handler only
+ * after ps_unwind_warm_thread() ran on it outside signal context; until then
+ * the handler records the interrupted instruction only.
+ */
+#ifndef PS_UNWIND_H
+#define PS_UNWIND_H
+
+#include <link.h>
+#include "ps.h"
+
+#define PS_MAX_DEPTH 128
+
+/* Load libunwind and warm it up on the calling thread.
+ * Returns 0, -ENOSYS (libunwind.so.8 missing or incomplete).
+ * Context: constructor. */
+int ps_unwind_init(void) PS_WUR;
+
+/* Make libunwind usable in this thread's signal handler (allocates its
+ * dynamic TLS).  Context: any thread, not signal context; may allocate. */
+void ps_unwind_warm_thread(void);
+
+/* Capture the interrupted stack into ips[0..max), leaf first.  ips[0] is the
+ * exact interrupted instruction; the others are return addresses minus one,
+ * so that they fall inside the call instruction.  Returns the depth (>= 1).
+ * Context: SIGPROF handler; async-signal-safe. */
+int ps_unwind_signal(void *ucontext, uintptr_t *ips, int max);
+
+/* Capture the caller's own stack, as ps_unwind_signal.  Frames of the shim
+ * itself are included; symbolization drops them.
+ * Context: any thread outside signal context (allocation hooks). */
+int ps_unwind_here(uintptr_t *ips, int max);
+
+/* Non-zero while this thread is inside a capture. */
+int ps_unwind_active(void);
+
+/* dl_iterate_phdr as seen by libunwind during a capture: calls cb once, for
+ * the object containing the frame being unwound.  Async-signal-safe. */
+int ps_unwind_iterate_phdr(int (*cb)(struct dl_phdr_info *, size_t, void *),
+			   void *data);
+
+#endif

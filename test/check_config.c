@@ -1,0 +1,274 @@
+/* Unit tests of configuration parsing: every variable, every bad value. */
+#include <check.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "log.h"
+
+static const char *vars[32][2];
+static int nvars;
+
+static const char *
+fake_getenv(const char *name)
+{
+	for (int i = 0; i < nvars; i++)
+		if (!strcmp(vars[i][0], name))
+			return vars[i][1];
+	return NULL;
+}
+
+static void
+set(const char *k, const char *v)
+{
+	vars[nvars][0] = k;
+	vars[nvars][1] = v;
+	nvars++;
+}
+
+/* Load with stderr captured; returns the number of bad values and puts
+ * what was printed into out. */
+static int
+load(struct ps_config *c, char *out, size_t len)
+{
+	int p[2], saved, bad;
+	ssize_t n;
+
+	ck_assert_int_eq(pipe(p), 0);
+	saved = dup(2);
+	dup2(p[1], 2);
+	bad = ps_config_load(c, fake_getenv, "/usr/bin/my-prog");
+	dup2(saved, 2);
+	close(saved);
+	close(p[1]);
+	n = read(p[0], out, len - 1);
+	out[n > 0 ? n : 0] = '\0';
+	close(p[0]);
+	nvars = 0;
+	return bad;
+}
+
+START_TEST(config_defaults_when_nothing_is_set)
+{
+	struct ps_config c;
+	char err[256];
+
+	ck_assert_int_eq(load(&c, err, sizeof(err)), 0);
+	ck_assert_str_eq(err, "");
+	ck_assert_int_eq(c.enabled, 1);
+	ck_assert_uint_eq(c.sample_rate, 100);
+	ck_assert_int_eq(c.cpu_enabled, 1);
+	ck_assert_int_eq(c.alloc_enabled, 1);
+	ck_assert_uint_eq(c.alloc_sample_bytes, 524288);
+	ck_assert_uint_eq(c.upload_interval_ns, 10000000000ull);
+	ck_assert_uint_eq(c.flush_timeout_ns, 3000000000ull);
+	ck_assert_uint_eq(c.stack_memory, 8u << 20);
+	ck_assert_int_eq(c.log_level, PS_LOG_ERROR);
+	ck_assert_str_eq(c.app_name, "my-prog");
+	ck_assert_str_eq(c.output_dir, "");
+	ck_assert_str_eq(c.server, "");
+}
+END_TEST
+
+START_TEST(config_reads_every_valid_value)
+{
+	struct ps_config c;
+	char err[256];
+
+	set("PYROSCOPE_ENABLED", "yes");
+	set("PYROSCOPE_SAMPLE_RATE", "1000");
+	set("PYROSCOPE_PROFILING_CPU_ENABLED", "false");
+	set("PYROSCOPE_PROFILING_ALLOC_ENABLED", "0");
+	set("PYROSCOPE_ALLOC_SAMPLE_BYTES", "64KiB");
+	set("PYROSCOPE_STACK_MEMORY", "16M");
+	set("PYROSCOPE_UPLOAD_INTERVAL", "500ms");
+	set("PYROSCOPE_FLUSH_TIMEOUT", "2");
+	set("PYROSCOPE_OUTPUT_DIR", "/tmp/x");
+	set("PYROSCOPE_SERVER_ADDRESS", "http://localhost:4040");
+	set("PYROSCOPE_LOG_LEVEL", "DEBUG");
+	set("PYROSCOPE_LOG_FILE", "/tmp/log");
+	set("PYROSCOPE_APPLICATION_NAME", "shop.api");
+	ck_assert_int_eq(load(&c, err, sizeof(err)), 0);
+	ck_assert_str_eq(err, "");
+	ck_assert_uint_eq(c.sample_rate, 1000);
+	ck_assert_int_eq(c.cpu_enabled, 0);
+	ck_assert_int_eq(c.alloc_enabled, 0);
+	ck_assert_uint_eq(c.alloc_sample_bytes, 65536);
+	ck_assert_uint_eq(c.stack_memory, 16u << 20);
+	ck_assert_uint_eq(c.upload_interval_ns, 500000000ull);
+	ck_assert_uint_eq(c.flush_timeout_ns, 2000000000ull);
+	ck_assert_str_eq(c.output_dir, "/tmp/x");
+	ck_assert_str_eq(c.server, "http://localhost:4040");
+	ck_assert_int_eq(c.log_level, PS_LOG_DEBUG);
+	ck_assert_str_eq(c.log_file, "/tmp/log");
+	ck_assert_str_eq(c.app_name, "shop.api");
+}
+END_TEST
+
+/* Each bad value: one line naming the variable, the value and the default,
+ * and the default is used. */
+static const struct {
+	const char *var, *value, *expect;
+} bad[] = {
+	{ "PYROSCOPE_ENABLED", "maybe", "pyroshim: PYROSCOPE_ENABLED=maybe: expected true or false; using true\n" },
+	{ "PYROSCOPE_SAMPLE_RATE", "0", "pyroshim: PYROSCOPE_SAMPLE_RATE=0: expected a whole number of Hz from 1 to 1000; using 100\n" },
+	{ "PYROSCOPE_SAMPLE_RATE", "1001", "using 100\n" },
+	{ "PYROSCOPE_SAMPLE_RATE", "12x", "using 100\n" },
+	{ "PYROSCOPE_SAMPLE_RATE", "-5", "using 100\n" },
+	{ "PYROSCOPE_SAMPLE_RATE", "99999999999999999999999", "using 100\n" },
+	{ "PYROSCOPE_PROFILING_CPU_ENABLED", "2", "using true\n" },
+	{ "PYROSCOPE_PROFILING_ALLOC_ENABLED", "nope", "using true\n" },
+	{ "PYROSCOPE_ALLOC_SAMPLE_BYTES", "1TB", "using 524288\n" },
+	{ "PYROSCOPE_ALLOC_SAMPLE_BYTES", "2048GiB", "using 524288\n" },
+	{ "PYROSCOPE_STACK_MEMORY", "1k", "using 8MiB\n" },
+	{ "PYROSCOPE_UPLOAD_INTERVAL", "10 s", "using 10s\n" },
+	{ "PYROSCOPE_UPLOAD_INTERVAL", "0s", "using 10s\n" },
+	{ "PYROSCOPE_UPLOAD_INTERVAL", "50ms", "using 10s\n" },
+	{ "PYROSCOPE_UPLOAD_INTERVAL", "1d", "using 10s\n" },
+	{ "PYROSCOPE_FLUSH_TIMEOUT", "forever", "using 3s\n" },
+	{ "PYROSCOPE_LOG_LEVEL", "verbose", "pyroshim: PYROSCOPE_LOG_LEVEL=verbose: expected error, warn, info or debug; using error\n" },
+	{ "PYROSCOPE_LOG_LEVEL", "de\nbug", "PYROSCOPE_LOG_LEVEL=de?bug: " },
+};
+
+START_TEST(config_bad_value_prints_one_line_and_uses_default)
+{
+	struct ps_config c;
+	char err[512];
+	const char *nl;
+
+	set(bad[_i].var, bad[_i].value);
+	ck_assert_int_eq(load(&c, err, sizeof(err)), 1);
+	ck_assert_msg(strstr(err, bad[_i].expect), "got: %s", err);
+	ck_assert_msg(!strncmp(err, "pyroshim: ", 10), "got: %s", err);
+	nl = strchr(err, '\n');
+	ck_assert_ptr_nonnull(nl);
+	ck_assert_str_eq(nl + 1, "");  /* exactly one line */
+	ck_assert_uint_eq(c.sample_rate, 100);
+	ck_assert_int_eq(c.enabled, 1);
+	ck_assert_int_eq(c.cpu_enabled, 1);
+	ck_assert_int_eq(c.alloc_enabled, 1);
+	ck_assert_uint_eq(c.alloc_sample_bytes, 524288);
+	ck_assert_uint_eq(c.upload_interval_ns, 10000000000ull);
+	ck_assert_uint_eq(c.flush_timeout_ns, 3000000000ull);
+	ck_assert_int_eq(c.log_level, PS_LOG_ERROR);
+}
+END_TEST
+
+START_TEST(config_long_value_is_shortened_in_the_message)
+{
+	struct ps_config c;
+	char err[512], big[400];
+
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	set("PYROSCOPE_SAMPLE_RATE", big);
+	ck_assert_int_eq(load(&c, err, sizeof(err)), 1);
+	ck_assert_ptr_nonnull(strstr(err, "xxx...: expected"));
+	ck_assert_uint_lt(strlen(err), 250);
+}
+END_TEST
+
+START_TEST(config_empty_value_means_unset)
+{
+	struct ps_config c;
+	char err[256];
+
+	set("PYROSCOPE_SAMPLE_RATE", "");
+	set("PYROSCOPE_SERVER_ADDRESS", "");
+	ck_assert_int_eq(load(&c, err, sizeof(err)), 0);
+	ck_assert_str_eq(err, "");
+	ck_assert_uint_eq(c.sample_rate, 100);
+}
+END_TEST
+
+START_TEST(config_app_name_falls_back_to_otel_then_executable)
+{
+	struct ps_config c;
+	char err[256];
+
+	set("OTEL_SERVICE_NAME", "checkout");
+	load(&c, err, sizeof(err));
+	ck_assert_str_eq(c.app_name, "checkout");
+	set("PYROSCOPE_APPLICATION_NAME", "a/b");
+	set("OTEL_SERVICE_NAME", "checkout");
+	load(&c, err, sizeof(err));
+	ck_assert_str_eq(c.app_name, "a_b");  /* safe in a file name */
+}
+END_TEST
+
+START_TEST(parsers_accept_documented_forms)
+{
+	uint64_t v;
+	int b, l;
+
+	ck_assert_int_eq(ps_parse_duration("1m", &v), 0);
+	ck_assert_uint_eq(v, 60000000000ull);
+	ck_assert_int_eq(ps_parse_duration("15", &v), 0);
+	ck_assert_uint_eq(v, 15000000000ull);
+	ck_assert_int_eq(ps_parse_duration("", &v), -EINVAL);
+	ck_assert_int_eq(ps_parse_duration("ms", &v), -EINVAL);
+	ck_assert_int_eq(ps_parse_size("512KiB", &v), 0);
+	ck_assert_uint_eq(v, 524288);
+	ck_assert_int_eq(ps_parse_size("1G", &v), 0);
+	ck_assert_uint_eq(v, 1u << 30);
+	ck_assert_int_eq(ps_parse_size("1.5M", &v), -EINVAL);
+	ck_assert_int_eq(ps_parse_bool("ON", &b), 0);
+	ck_assert_int_eq(b, 1);
+	ck_assert_int_eq(ps_parse_bool("", &b), -EINVAL);
+	ck_assert_int_eq(ps_parse_level("warning", &l), 0);
+	ck_assert_int_eq(l, PS_LOG_WARN);
+	ck_assert_int_eq(ps_parse_uint("007", 1, 10, &v), 0);
+	ck_assert_uint_eq(v, 7);
+}
+END_TEST
+
+START_TEST(log_is_silent_below_its_level)
+{
+	int p[2];
+	char buf[256];
+	ssize_t n;
+
+	ck_assert_int_eq(pipe(p), 0);
+	ps_log_setup(PS_LOG_ERROR, p[1]);
+	ps_warn("hidden %d", 1);
+	ps_log(PS_LOG_ERROR, "shown %d", 2);
+	ps_log_setup(PS_LOG_DEBUG, p[1]);
+	ps_debug("also shown");
+	close(p[1]);
+	n = read(p[0], buf, sizeof(buf) - 1);
+	buf[n > 0 ? n : 0] = '\0';
+	close(p[0]);
+	ck_assert_ptr_null(strstr(buf, "hidden"));
+	ck_assert_ptr_nonnull(strstr(buf, ": error: shown 2\n"));
+	ck_assert_ptr_nonnull(strstr(buf, ": debug: also shown\n"));
+	ps_log_setup(PS_LOG_ERROR, -1);
+}
+END_TEST
+
+int
+main(void)
+{
+	Suite *s = suite_create("config");
+	TCase *tc = tcase_create("config");
+	SRunner *sr;
+	int failed;
+
+	tcase_add_test(tc, config_defaults_when_nothing_is_set);
+	tcase_add_test(tc, config_reads_every_valid_value);
+	tcase_add_loop_test(tc, config_bad_value_prints_one_line_and_uses_default, 0,
+			    (int)(sizeof(bad) / sizeof(bad[0])));
+	tcase_add_test(tc, config_long_value_is_shortened_in_the_message);
+	tcase_add_test(tc, config_empty_value_means_unset);
+	tcase_add_test(tc, config_app_name_falls_back_to_otel_then_executable);
+	tcase_add_test(tc, parsers_accept_documented_forms);
+	tcase_add_test(tc, log_is_silent_below_its_level);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}

@@ -1,0 +1,210 @@
+/* Unit tests of the lock-free tables: stacktab (distinct stacks and their
+ * counters) and livetab (live sampled blocks), and the allocation weight. */
+#include <check.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "alloc.h"
+#include "livetab.h"
+#include "stacktab.h"
+
+static uint64_t one_cpu[PS_NVALUES] = { 1, 10, 0, 0 };
+
+START_TEST(stacktab_dedups_and_counts)
+{
+	struct ps_stacktab t;
+	uintptr_t a[3] = { 1, 2, 3 }, b[3] = { 1, 2, 4 };
+	const uintptr_t *ips;
+	uint32_t sa, sb;
+	int depth, trunc;
+
+	ck_assert_int_eq(ps_stacktab_init(&t, 1 << 20), 0);
+	sa = ps_stacktab_add(&t, a, 3, 0, one_cpu);
+	ck_assert_uint_eq(ps_stacktab_add(&t, a, 3, 0, one_cpu), sa);
+	sb = ps_stacktab_add(&t, b, 3, 1, one_cpu);
+	ck_assert_uint_ne(sa, sb);
+	ck_assert_uint_ge(sa, PS_NSPECIAL);
+	ck_assert_uint_eq(atomic_load(&t.slots[sa].v[PS_V_CPU_SAMPLES]), 2);
+	ck_assert_uint_eq(atomic_load(&t.slots[sa].v[PS_V_CPU_NS]), 20);
+	ck_assert_int_eq(ps_stacktab_get(&t, sb, &ips, &depth, &trunc), 1);
+	ck_assert_int_eq(depth, 3);
+	ck_assert_int_eq(trunc, 1);
+	ck_assert_uint_eq(ips[2], 4);
+	ck_assert_int_eq(ps_stacktab_get(&t, PS_SLOT_FULL, &ips, &depth, &trunc), 0);
+}
+END_TEST
+
+START_TEST(stacktab_counts_drop_when_full)
+{
+	struct ps_stacktab t;
+	uintptr_t s[1];
+	uint64_t total = 0, full;
+	uint32_t i, n = 0;
+
+	ck_assert_int_eq(ps_stacktab_init(&t, 256 << 10), 0);
+	for (i = 0; i < 4 * t.nslots; i++) {
+		s[0] = 0x1000 + i;
+		if (ps_stacktab_add(&t, s, 1, 0, one_cpu) == PS_SLOT_FULL)
+			n++;
+		total++;
+	}
+	full = atomic_load(&t.slots[PS_SLOT_FULL].v[PS_V_CPU_SAMPLES]);
+	ck_assert_uint_ge(n, 3 * t.nslots);         /* most could not fit */
+	ck_assert_uint_eq(full, n);                 /* but none was lost */
+	ck_assert_uint_eq(atomic_load(&t.dropped), n);
+	ck_assert_int_eq(ps_stacktab_reset(&t), 0);
+	ck_assert_uint_eq(atomic_load(&t.slots[PS_SLOT_FULL].v[PS_V_CPU_SAMPLES]), 0);
+	(void)total;
+}
+END_TEST
+
+START_TEST(stacktab_frame_pool_exhaustion_is_counted)
+{
+	struct ps_stacktab t;
+	uintptr_t s[128];
+	uint32_t i, full = 0;
+
+	ck_assert_int_eq(ps_stacktab_init(&t, 256 << 10), 0);
+	for (i = 0; i < t.nslots; i++) {
+		for (int k = 0; k < 128; k++)
+			s[k] = (uintptr_t)i * 1000 + (uintptr_t)k;
+		if (ps_stacktab_add(&t, s, 128, 1, one_cpu) == PS_SLOT_FULL)
+			full++;
+	}
+	ck_assert_uint_gt(full, 0);
+	ck_assert_uint_le(atomic_load(&t.pool_used), t.npool + 128);
+	ck_assert_uint_eq(atomic_load(&t.slots[PS_SLOT_FULL].v[PS_V_CPU_SAMPLES]), full);
+}
+END_TEST
+
+static struct ps_stacktab shared;
+
+static void *
+adder(void *arg)
+{
+	uintptr_t s[2] = { 7, 0 };
+
+	for (int i = 0; i < 20000; i++) {
+		s[1] = (uintptr_t)(i % 50);
+		ps_stacktab_add(&shared, s, 2, 0, one_cpu);
+	}
+	return arg;
+}
+
+START_TEST(stacktab_concurrent_adds_lose_nothing)
+{
+	pthread_t t[4];
+	uint64_t sum = 0;
+	uint32_t i, distinct = 0;
+
+	ck_assert_int_eq(ps_stacktab_init(&shared, 1 << 20), 0);
+	for (i = 0; i < 4; i++)
+		ck_assert_int_eq(pthread_create(&t[i], NULL, adder, NULL), 0);
+	for (i = 0; i < 4; i++)
+		pthread_join(t[i], NULL);
+	for (i = 0; i < ps_stacktab_size(&shared); i++) {
+		sum += atomic_load(&shared.slots[i].v[PS_V_CPU_SAMPLES]);
+		if (atomic_load(&shared.slots[i].state) == PS_ST_READY)
+			distinct++;
+	}
+	ck_assert_uint_eq(sum, 4 * 20000);
+	ck_assert_uint_ge(distinct, 50);   /* a race may store a stack twice */
+	ck_assert_uint_le(distinct, 50 * 4);
+}
+END_TEST
+
+static void
+sum_live(void *arg, uint32_t stack, uint64_t size, uint64_t weight)
+{
+	uint64_t *acc = arg;
+
+	acc[0]++;
+	acc[1] += size;
+	acc[2] += stack + weight;
+}
+
+START_TEST(livetab_insert_remove_and_each)
+{
+	struct ps_livetab t;
+	uint64_t acc[3] = { 0, 0, 0 };
+	char blocks[100];
+
+	ck_assert_int_eq(ps_livetab_init(&t), 0);
+	ck_assert_int_eq(ps_livetab_remove(&t, &blocks[0]), 0);  /* empty table */
+	for (int i = 0; i < 100; i++)
+		ck_assert_int_eq(ps_livetab_insert(&t, &blocks[i], 10, 1, 5), 0);
+	ck_assert_uint_eq(atomic_load(&t.live), 100);
+	for (int i = 0; i < 100; i += 2)
+		ck_assert_int_eq(ps_livetab_remove(&t, &blocks[i]), 1);
+	ck_assert_int_eq(ps_livetab_remove(&t, &blocks[0]), 0);  /* already gone */
+	ps_livetab_each(&t, sum_live, acc);
+	ck_assert_uint_eq(acc[0], 50);
+	ck_assert_uint_eq(acc[1], 500);
+	ck_assert_uint_eq(acc[2], 50 * 6);
+	/* Tombstones are reused: many insert/remove cycles never fill it. */
+	for (int r = 0; r < 20000; r++) {
+		ck_assert_int_eq(ps_livetab_insert(&t, &blocks[0], 1, 1, 1), 0);
+		ck_assert_int_eq(ps_livetab_remove(&t, &blocks[0]), 1);
+	}
+	ck_assert_uint_eq(atomic_load(&t.dropped), 0);
+	ck_assert_int_eq(ps_livetab_reset(&t), 0);
+	ck_assert_uint_eq(atomic_load(&t.live), 0);
+}
+END_TEST
+
+START_TEST(livetab_full_counts_drop)
+{
+	struct ps_livetab t;
+	uint32_t i, fails = 0;
+
+	ck_assert_int_eq(ps_livetab_init(&t), 0);
+	for (i = 0; i < PS_LIVE_SLOTS + 1000; i++)
+		if (ps_livetab_insert(&t, (void *)(uintptr_t)(0x10000 + 16 * (uintptr_t)i), 1, 1, 1))
+			fails++;
+	ck_assert_uint_ge(fails, 1000);
+	ck_assert_uint_eq(atomic_load(&t.dropped), fails);
+}
+END_TEST
+
+START_TEST(alloc_weight_unbiases_by_size)
+{
+	uint64_t mean = 524288;
+
+	/* A block of the mean size is sampled with p = 1 - 1/e. */
+	ck_assert_uint_eq(ps_alloc_weight(mean, mean),
+			  (uint64_t)(PS_FIXED_ONE / (1 - exp(-1.0)) + 0.5));
+	/* Small blocks stand for about mean/size blocks. */
+	ck_assert(fabs((double)ps_alloc_weight(64, mean) / PS_FIXED_ONE - mean / 64.0) < 1.0);
+	/* Huge blocks are always sampled: weight 1. */
+	ck_assert_uint_eq(ps_alloc_weight(1u << 30, mean), PS_FIXED_ONE);
+	/* Every allocation recorded: weight 1. */
+	ck_assert_uint_eq(ps_alloc_weight(64, 1), PS_FIXED_ONE);
+	ck_assert_uint_eq(ps_alloc_weight(0, mean), PS_FIXED_ONE);
+}
+END_TEST
+
+int
+main(void)
+{
+	Suite *s = suite_create("tables");
+	TCase *tc = tcase_create("tables");
+	SRunner *sr;
+	int failed;
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, stacktab_dedups_and_counts);
+	tcase_add_test(tc, stacktab_counts_drop_when_full);
+	tcase_add_test(tc, stacktab_frame_pool_exhaustion_is_counted);
+	tcase_add_test(tc, stacktab_concurrent_adds_lose_nothing);
+	tcase_add_test(tc, livetab_insert_remove_and_each);
+	tcase_add_test(tc, livetab_full_counts_drop);
+	tcase_add_test(tc, alloc_weight_unbiases_by_size);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}

@@ -1,0 +1,140 @@
+"""Shared helpers for the integration tests: run real programs under the
+shim and read what it wrote with independent tools (go tool pprof)."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+import unittest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+SHIM = os.path.join(ROOT, "shim", "libpyroshim.so")
+PROG = os.path.join(ROOT, "build", "prog")
+EXAMPLES = os.path.join(ROOT, "examples")
+
+
+def clean_env(extra=None, preload=True):
+    """The test's environment: no PYROSCOPE_*/OTEL_* leaking in from the
+    caller, the shim preloaded, plus `extra`."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PYROSCOPE_", "OTEL_", "TRACEPARENT", "TRACESTATE", "LD_PRELOAD"))}
+    if preload:
+        env["LD_PRELOAD"] = SHIM
+    env.update(extra or {})
+    return env
+
+
+class Run:
+    def __init__(self, rc, out, err, utime, stime, wall):
+        self.rc, self.out, self.err = rc, out, err
+        self.cpu = utime + stime
+        self.wall = wall
+
+
+def run(argv, env, timeout=120, cwd=None, stdin=None):
+    """Run argv to completion; return exit status, output and the child's
+    own rusage (wait4), so CPU totals can be compared."""
+    t0 = time.monotonic()
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        p = subprocess.Popen(argv, env=env, stdout=out, stderr=err, cwd=cwd,
+                             stdin=subprocess.DEVNULL if stdin is None else stdin)
+        deadline = t0 + timeout
+        while True:
+            pid, status, ru = os.wait4(p.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.monotonic() > deadline:
+                p.kill()
+                os.wait4(p.pid, 0)
+                raise AssertionError("timed out after %ss: %s" % (timeout, argv))
+            time.sleep(0.01)
+        p.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        return Run(p.returncode, out.read(), err.read(), ru.ru_utime, ru.ru_stime,
+                   time.monotonic() - t0)
+
+
+def have_go():
+    return shutil.which("go") is not None
+
+
+def pprof_raw(path):
+    """Decode a pprof file with `go tool pprof -raw`.  Returns
+    (sample_types, samples) where samples is a list of (values, frames)
+    with frames leaf first, as function names."""
+    env = dict(os.environ, PPROF_TMPDIR=tempfile.gettempdir(), HOME=os.environ.get("HOME", "/tmp"))
+    p = subprocess.run(["go", "tool", "pprof", "-raw", "-symbolize=none", path],
+                       capture_output=True, text=True, env=env, timeout=120)
+    if p.returncode != 0:
+        raise AssertionError("go tool pprof failed on %s: %s" % (path, p.stderr))
+    lines = p.stdout.splitlines()
+    types, samples, locs = [], [], {}
+    section = None
+    raw = []
+    for line in lines:
+        if line.startswith("Samples:"):
+            section = "samples"
+            continue
+        if line.startswith("Locations"):
+            section = "locations"
+            continue
+        if line.startswith("Mappings"):
+            section = None
+            continue
+        if section == "samples":
+            if not types and line.strip() and ":" not in line:
+                types = [t.split("/")[0] for t in line.split()]
+                continue
+            m = re.match(r"\s*([-\d\s]+):\s*([\d\s]*)$", line)
+            if m:
+                raw.append(([int(v) for v in m.group(1).split()],
+                            [int(x) for x in m.group(2).split()]))
+            elif raw and line.strip() and not line.strip().startswith(("{", "[")):
+                pass
+        elif section == "locations":
+            m = re.match(r"\s*(\d+):\s*0x[0-9a-f]+\s+M=\d+\s+(.*?)\s+\S*:\d+\s+s=\d+\s*$", line)
+            if m:
+                locs[int(m.group(1))] = m.group(2)
+    for vals, ids in raw:
+        samples.append((vals, [locs.get(i, "?%d" % i) for i in ids]))
+    return types, samples
+
+
+def flat_and_cum(samples, index):
+    """Per function: (flat, cumulative) of sample value `index`."""
+    flat, cum = {}, {}
+    for vals, frames in samples:
+        v = vals[index]
+        if frames:
+            flat[frames[0]] = flat.get(frames[0], 0) + v
+        for f in set(frames):
+            cum[f] = cum.get(f, 0) + v
+    return flat, cum
+
+
+def read_folded(path):
+    """{stack: count} from a folded file; the count is after the last space."""
+    out = {}
+    with open(path) as f:
+        for line in f:
+            stack, _, count = line.rstrip("\n").rpartition(" ")
+            out[stack] = out.get(stack, 0) + int(count)
+    return out
+
+
+class ShimTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="pyroshim-it-")
+        self.out = os.path.join(self.tmp, "profiles")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def profile(self, app, pid, kind):
+        return os.path.join(self.out, "%s.%d.%s" % (app, pid, kind))
+
+    def files(self):
+        return sorted(os.listdir(self.out)) if os.path.isdir(self.out) else []

@@ -1,0 +1,21 @@
+#!/bin/sh
+# Rejects calls that must never appear in code that runs inside the host:
+# stdio that writes to the host's streams, unsafe string parsing, and
+# scattered configuration reads.  Prints "lint: N passed, N failed".
+cd "$(dirname "$0")/.." || exit 1
+fail=0
+check() {  # description, grep -E pattern, files...
+	desc=$1; pat=$2; shift 2
+	hits=$(grep -nE "$pat" "$@" 2>/dev/null | grep -v 'lint: allow')
+	if [ -n "$hits" ]; then
+		echo "lint: $desc:"; echo "$hits"; fail=$((fail + 1))
+	fi
+}
+src=$(ls shim/*.c uploader/*.c trace/*.c)
+check "getenv outside shim/config.c and shim/init.c" '\bgetenv\(' $(echo "$src" | grep -v -e shim/config.c -e shim/init.c)
+check "stdio output to the host's streams" '\b(printf|fprintf|puts|fputs|perror|putchar)\(' $src
+check "banned string functions" '\b(strtok|atoi|atol|sprintf|gets|strcpy)\(' $src
+check "malloc in the signal-handler files" '\b(malloc|calloc|realloc|free)\(' shim/sampler.c shim/unwind.c shim/stacktab.c shim/livetab.c
+total=4
+echo "lint: $((total - fail)) passed, $fail failed"
+[ "$fail" -eq 0 ]

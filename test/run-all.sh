@@ -1,0 +1,13 @@
+#!/bin/sh
+# `make check`: lint, unit tests, integration tests; then one closing line
+# "check: N passed, N failed" counting the three suites.
+cd "$(dirname "$0")/.." || exit 1
+pass=0; fail=0
+run() {
+	if "$@"; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
+}
+run sh test/lint.sh
+run sh test/run-unit.sh "$@"
+run python3 test/integration/run.py
+echo "check: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,91 @@
+/* files.c -- atomic, link-safe profile files.  See files.h. */
+#include "files.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* mkdir -p with mode 0700 for the components it creates. */
+static int
+make_dirs(const char *path)
+{
+	char tmp[PATH_MAX];
+	size_t i, n = strlen(path);
+
+	if (n == 0 || n >= sizeof(tmp))
+		return -ENAMETOOLONG;
+	memcpy(tmp, path, n + 1);
+	for (i = 1; i <= n; i++) {
+		if (tmp[i] != '/' && tmp[i] != '\0')
+			continue;
+		tmp[i] = '\0';
+		if (mkdir(tmp, 0700) && errno != EEXIST)
+			return -errno;
+		tmp[i] = path[i];
+	}
+	return 0;
+}
+
+int
+ps_files_open_dir(const char *path)
+{
+	struct stat st;
+	int fd, rc;
+
+	rc = make_dirs(path);
+	if (rc)
+		return rc;
+	if (lstat(path, &st))
+		return -errno;
+	if (!S_ISDIR(st.st_mode))
+		return -ENOTDIR;
+	if (st.st_uid != geteuid())
+		return -EPERM;
+	fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	return fd;
+}
+
+static int
+write_all(int fd, const void *data, size_t len)
+{
+	const char *p = data;
+	ssize_t n;
+
+	while (len > 0) {
+		n = write(fd, p, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int
+ps_files_write(int dirfd, const char *name, const void *data, size_t len)
+{
+	char tmp[NAME_MAX + 1];
+	int fd, rc;
+
+	if (snprintf(tmp, sizeof(tmp), ".%s.tmp", name) >= (int)sizeof(tmp))
+		return -ENAMETOOLONG;
+	fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -errno;
+	rc = write_all(fd, data, len);
+	if (close(fd) && !rc)
+		rc = -errno;
+	if (!rc && renameat(dirfd, tmp, dirfd, name))
+		rc = -errno;
+	if (rc)
+		(void)unlinkat(dirfd, tmp, 0);
+	return rc;
+}

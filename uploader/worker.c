@@ -1,0 +1,155 @@
+/* worker.c -- the uploader thread.  See worker.h. */
+#include "worker.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <string.h>
+#include <time.h>
+
+#include "guard.h"
+#include "log.h"
+
+/* Protects the export state and the fields below. */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wake;
+static int stopping;              /* protected by lock */
+static struct ps_export *exp_state;
+static uint64_t interval;
+/* 1 while a worker thread exists in this process; 0 in a fresh fork child. */
+static _Atomic int running;
+/* Set in a fork child until the thread is started again. */
+static _Atomic int wanted;
+
+static uint64_t
+mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static struct timespec
+to_ts(uint64_t ns)
+{
+	struct timespec ts = { (time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull) };
+
+	return ts;
+}
+
+static void *
+main_loop(void *arg)
+{
+	uint64_t next = mono_ns() + interval;
+	struct timespec ts;
+	int rc;
+
+	(void)arg;
+	ps_guard_enter();  /* for the thread's whole life */
+	pthread_mutex_lock(&lock);
+	while (!stopping) {
+		ts = to_ts(next);
+		rc = pthread_cond_timedwait(&wake, &lock, &ts);
+		if (stopping)
+			break;
+		if (rc != ETIMEDOUT && mono_ns() < next)
+			continue;
+		(void)ps_export_run(exp_state, 0);
+		next += interval;
+		if (next < mono_ns())
+			next = mono_ns() + interval;  /* a slow pass: skip, don't burst */
+	}
+	pthread_mutex_unlock(&lock);
+	return NULL;
+}
+
+static int
+spawn(void)
+{
+	sigset_t all, old;
+	pthread_attr_t attr;
+	pthread_t t;
+	int rc;
+
+	if (pthread_attr_init(&attr))
+		return -ENOMEM;
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	pthread_attr_setstacksize(&attr, 256 * 1024);
+	/* The thread inherits this mask: it never takes a host signal. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = pthread_create(&t, &attr, main_loop, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&attr);
+	if (rc)
+		return -rc;
+	pthread_setname_np(t, "pyroshim");
+	atomic_store(&running, 1);
+	return 0;
+}
+
+static void
+init_sync(void)
+{
+	pthread_condattr_t ca;
+
+	pthread_mutex_init(&lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&wake, &ca);
+	pthread_condattr_destroy(&ca);
+	stopping = 0;
+}
+
+int
+ps_worker_start(struct ps_export *x, uint64_t interval_ns)
+{
+	exp_state = x;
+	interval = interval_ns;
+	init_sync();
+	return spawn();
+}
+
+void
+ps_worker_flush(uint64_t timeout_ns, int final)
+{
+	struct timespec ts = to_ts(mono_ns() + timeout_ns);
+	int rc;
+
+	if (!exp_state)
+		return;
+	rc = pthread_mutex_clocklock(&lock, CLOCK_MONOTONIC, &ts);
+	if (rc) {
+		ps_debug("last pass skipped: the uploader did not finish within the flush timeout");
+		return;
+	}
+	if (final) {
+		stopping = 1;
+		pthread_cond_signal(&wake);
+	}
+	(void)ps_export_run(exp_state, 1);
+	pthread_mutex_unlock(&lock);
+}
+
+void
+ps_worker_child(void)
+{
+	init_sync();
+	atomic_store(&running, 0);
+	atomic_store(&wanted, exp_state != NULL);
+}
+
+void
+ps_worker_poke(void)
+{
+	int expected = 1;
+
+	if (PS_LIKELY(!atomic_load_explicit(&wanted, memory_order_relaxed)))
+		return;
+	if (!atomic_compare_exchange_strong(&wanted, &expected, 0))
+		return;
+	if (spawn())
+		ps_debug("uploader thread not started in the fork child");
+}

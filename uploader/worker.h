@@ -1,0 +1,40 @@
+/* worker.h -- the uploader thread.
+ *
+ * One thread per process runs an export pass every upload interval.  It
+ * holds the reentrancy guard for its whole life (nothing it does is
+ * profiled) and blocks every signal, so the host's signals -- SIGPROF
+ * included -- are always delivered to the host's own threads.
+ *
+ * All export state is protected by one mutex.  The last pass, at exit or
+ * before an exec, runs in the thread that is leaving, after taking that
+ * mutex within the flush timeout: if the worker is stuck (a server that
+ * never answers), the process leaves without the last pass instead of
+ * hanging.
+ */
+#ifndef PS_WORKER_H
+#define PS_WORKER_H
+
+#include <stdint.h>
+#include "export.h"
+#include "ps.h"
+
+/* Start the thread for export state x (not owned, must outlive it).
+ * Returns 0 or -errno from pthread_create.  Context: constructor. */
+int ps_worker_start(struct ps_export *x, uint64_t interval_ns) PS_WUR;
+
+/* Run the last pass in the calling thread, waiting at most timeout_ns for
+ * the worker's lock, and stop the worker.  `final` 1: the process is
+ * ending; 0: an exec is starting (the worker keeps going if it fails).
+ * Context: any host thread (destructor, exec hooks); guard held. */
+void ps_worker_flush(uint64_t timeout_ns, int final);
+
+/* Fork child: the worker thread does not exist here.  Reset the lock and
+ * mark the thread as not running; it is started again by ps_worker_poke.
+ * Context: fork child handler. */
+void ps_worker_child(void);
+
+/* Start the thread if the fork child has none yet.  Cheap when running.
+ * Context: any host thread outside signal context (allocation slow path). */
+void ps_worker_poke(void);
+
+#endif
