@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "bench.h"
 #include "config.h"
 #include "export.h"
 #include "guard.h"
@@ -222,6 +223,7 @@ ps_fini(void)
 	ps_guard_enter();
 	ps_sampler_stop();
 	ps_worker_flush(g.cfg.flush_timeout_ns, 1);
+	ps_bench_write(g.x.dir, g.x.app, (int)getpid());
 	atomic_store(&g.pid, 0);
 	ps_guard_leave();
 }

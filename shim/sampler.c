@@ -8,6 +8,7 @@
 #include <sys/time.h>
 #include <time.h>
 
+#include "bench.h"
 #include "guard.h"
 #include "unwind.h"
 
@@ -53,6 +54,7 @@ handler(int sig, siginfo_t *si, void *uc)
 {
 	uintptr_t ips[PS_MAX_DEPTH];
 	uint64_t vals[PS_NVALUES] = { 0 };
+	uint64_t t0 = ps_bench_now();
 	int saved = errno, depth;
 
 	(void)sig;
@@ -69,6 +71,7 @@ handler(int sig, siginfo_t *si, void *uc)
 	depth = ps_unwind_signal(uc, ips, PS_MAX_DEPTH);
 	ps_stacktab_add(tab, ips, depth, depth == PS_MAX_DEPTH, vals);
 out:
+	ps_bench_record(ps_bench_now() - t0);
 	errno = saved;
 }
 
