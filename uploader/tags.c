@@ -1,0 +1,361 @@
+/* tags.c -- tag sets, the application name and the /ingest series name.
+ *
+ * A tag list is split on ',' and each member on its first '='; nothing is
+ * unescaped because the server has no escaping either.  Validation happens
+ * once, on the way in (parse, add), so formatting is a plain copy.  Drops
+ * are counted and the first few named in a fixed-size report, so that the
+ * caller can warn once instead of once per tag.  See tags.h.
+ */
+#include "tags.h"
+
+#include <errno.h>
+#include <string.h>
+
+static const char *const drop_words[] = {
+	[PS_TAGS_DROP_SYNTAX] = "no '='",
+	[PS_TAGS_DROP_BAD_NAME] = "bad name",
+	[PS_TAGS_DROP_RESERVED] = "reserved name",
+	[PS_TAGS_DROP_BAD_VALUE] = "bad value",
+	[PS_TAGS_DROP_TOO_LONG] = "value too long",
+	[PS_TAGS_DROP_DUPLICATE] = "duplicate",
+	[PS_TAGS_DROP_FULL] = "too many tags",
+};
+
+static int
+is_space(char c)
+{
+	return c == ' ' || c == '\t' || c == '\n' || c == '\r' ||
+	       c == '\v' || c == '\f';
+}
+
+static int
+is_alnum(char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	       (c >= '0' && c <= '9');
+}
+
+static void
+trim(const char **s, size_t *n)
+{
+	while (*n && is_space(**s)) {
+		(*s)++;
+		(*n)--;
+	}
+	while (*n && is_space((*s)[*n - 1]))
+		(*n)--;
+}
+
+/* 0 if the name is acceptable, else the reason to drop it. */
+static int
+check_name(const char *k, size_t n)
+{
+	size_t i;
+
+	if (n == 0 || n > PS_TAGS_KEY_MAX)
+		return PS_TAGS_DROP_BAD_NAME;
+	for (i = 0; i < n; i++)
+		if (!is_alnum(k[i]) && k[i] != '_' && k[i] != '.')
+			return PS_TAGS_DROP_BAD_NAME;
+	if (n >= 2 && k[0] == '_' && k[1] == '_')
+		return PS_TAGS_DROP_RESERVED;
+	return 0;
+}
+
+/* Length of the well-formed UTF-8 sequence at s (at most n bytes), or 0:
+ * no overlong forms, no surrogates, nothing above U+10FFFF. */
+static size_t
+utf8_seq(const unsigned char *s, size_t n)
+{
+	size_t len, i;
+	unsigned cp, min;
+
+	if (s[0] < 0x80)
+		return 1;
+	if (s[0] >= 0xc2 && s[0] <= 0xdf) {
+		len = 2, cp = s[0] & 0x1f, min = 0x80;
+	} else if (s[0] >= 0xe0 && s[0] <= 0xef) {
+		len = 3, cp = s[0] & 0x0f, min = 0x800;
+	} else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
+		len = 4, cp = s[0] & 0x07, min = 0x10000;
+	} else {
+		return 0;
+	}
+	if (n < len)
+		return 0;
+	for (i = 1; i < len; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (s[i] & 0x3f);
+	}
+	if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return len;
+}
+
+/* 0 if the value is acceptable, else the reason to drop it. */
+static int
+check_value(const char *v, size_t n)
+{
+	const unsigned char *s = (const unsigned char *)v;
+	size_t i, step;
+
+	if (n == 0 || is_space(v[0]) || is_space(v[n - 1]))
+		return PS_TAGS_DROP_BAD_VALUE;
+	if (n > PS_TAGS_VALUE_MAX)
+		return PS_TAGS_DROP_TOO_LONG;
+	for (i = 0; i < n; i += step) {
+		if (s[i] < 0x20 || s[i] == 0x7f || strchr(",{}=", s[i]))
+			return PS_TAGS_DROP_BAD_VALUE;
+		step = utf8_seq(s + i, n - i);
+		if (!step)
+			return PS_TAGS_DROP_BAD_VALUE;
+	}
+	return 0;
+}
+
+static int
+find(const struct ps_tags *t, const char *k, size_t n)
+{
+	unsigned i;
+
+	for (i = 0; i < t->n; i++)
+		if (strlen(t->tag[i].key) == n && !memcmp(t->tag[i].key, k, n))
+			return (int)i;
+	return -1;
+}
+
+/* Validate and append; 0 if stored, else the reason it was not. */
+static int
+put(struct ps_tags *t, const char *k, size_t kn, const char *v, size_t vn)
+{
+	struct ps_tag *tag;
+	int why;
+
+	why = check_name(k, kn);
+	if (!why)
+		why = check_value(v, vn);
+	if (!why && find(t, k, kn) >= 0)
+		why = PS_TAGS_DROP_DUPLICATE;
+	if (!why && t->n >= PS_TAGS_MAX)
+		why = PS_TAGS_DROP_FULL;
+	if (why)
+		return why;
+	tag = &t->tag[t->n++];
+	memcpy(tag->key, k, kn);
+	tag->key[kn] = '\0';
+	memcpy(tag->value, v, vn);
+	tag->value[vn] = '\0';
+	return 0;
+}
+
+static void
+report(struct ps_tags_report *rep, int why, const char *name, size_t n)
+{
+	char *out;
+	size_t i;
+
+	if (!rep)
+		return;
+	rep->dropped++;
+	if (rep->listed >= PS_TAGS_REPORT_ITEMS)
+		return;
+	rep->item[rep->listed].why = (enum ps_tags_drop)why;
+	out = rep->item[rep->listed].name;
+	if (n > PS_TAGS_REPORT_NAME - 1)
+		n = PS_TAGS_REPORT_NAME - 1;
+	for (i = 0; i < n; i++)
+		out[i] = name[i] >= 0x20 && name[i] < 0x7f ? name[i] : '?';
+	out[n] = '\0';
+	rep->listed++;
+}
+
+/* One member of a list, s[0..n).  Returns 1 if a tag was stored. */
+static int
+parse_member(struct ps_tags *t, const char *s, size_t n,
+	     struct ps_tags_report *rep)
+{
+	const char *eq, *v;
+	size_t kn, vn;
+	int why;
+
+	trim(&s, &n);
+	if (n == 0)
+		return 0;
+	eq = memchr(s, '=', n);
+	if (!eq) {
+		report(rep, PS_TAGS_DROP_SYNTAX, s, n);
+		return 0;
+	}
+	kn = (size_t)(eq - s);
+	v = eq + 1;
+	vn = n - kn - 1;
+	trim(&s, &kn);
+	trim(&v, &vn);
+	why = put(t, s, kn, v, vn);
+	if (why) {
+		report(rep, why, s, kn);
+		return 0;
+	}
+	return 1;
+}
+
+int
+ps_tags_parse(struct ps_tags *t, const char *spec, struct ps_tags_report *rep)
+{
+	const char *end;
+	int kept = 0;
+
+	if (!t)
+		return -EINVAL;
+	if (!spec)
+		return 0;
+	for (;;) {
+		end = strchr(spec, ',');
+		if (!end)
+			end = spec + strlen(spec);
+		kept += parse_member(t, spec, (size_t)(end - spec), rep);
+		if (!*end)
+			return kept;
+		spec = end + 1;
+	}
+}
+
+int
+ps_tags_add(struct ps_tags *t, const char *key, const char *value)
+{
+	size_t kn;
+	int why;
+
+	if (!t || !key || !value)
+		return -EINVAL;
+	kn = strlen(key);
+	why = put(t, key, kn, value, strlen(value));
+	switch (why) {
+	case 0:
+		return 0;
+	case PS_TAGS_DROP_DUPLICATE:
+		return 1;
+	case PS_TAGS_DROP_FULL:
+		return -ENOSPC;
+	default:
+		return -EINVAL;
+	}
+}
+
+const char *
+ps_tags_get(const struct ps_tags *t, const char *key)
+{
+	int i;
+
+	if (!t || !key)
+		return NULL;
+	i = find(t, key, strlen(key));
+	return i < 0 ? NULL : t->tag[i].value;
+}
+
+const char *
+ps_tags_drop_str(enum ps_tags_drop why)
+{
+	if ((unsigned)why >= PS_ARRAY_LEN(drop_words) || !drop_words[why])
+		return "dropped";
+	return drop_words[why];
+}
+
+static int
+is_app_char(char c)
+{
+	return is_alnum(c) || c == '_' || c == '.' || c == '/' || c == '-';
+}
+
+int
+ps_app_name_sanitize(const char *in, char *out, size_t len)
+{
+	size_t n, i, o = 0;
+	int changed, in_seq = 0;
+
+	if (!out || len < 8)
+		return -EINVAL;
+	n = in ? strlen(in) : 0;
+	changed = !in;
+	i = n;
+	trim(&in, &n);
+	changed |= n != i;      /* whitespace trimmed */
+	for (i = 0; i < n && o < len - 1; i++) {
+		unsigned char c = (unsigned char)in[i];
+
+		/* the rest of a UTF-8 sequence already replaced by one '_' */
+		if ((c & 0xc0) == 0x80 && in_seq)
+			continue;
+		in_seq = c >= 0x80;
+		out[o++] = is_app_char((char)c) ? (char)c : '_';
+		changed |= out[o - 1] != (char)c;
+	}
+	changed |= i < n;
+	out[o] = '\0';
+	if (o == 0) {
+		memcpy(out, "unknown", sizeof("unknown"));
+		changed = 1;
+	}
+	return changed;
+}
+
+static int
+is_app_name(const char *s)
+{
+	if (!*s)
+		return 0;
+	for (; *s; s++)
+		if (!is_app_char(*s))
+			return 0;
+	return 1;
+}
+
+/* Copy s at *pos; -ENOSPC if it and a NUL after it do not fit. */
+static int
+emit(char *buf, size_t len, size_t *pos, const char *s)
+{
+	size_t n = strlen(s);
+
+	if (n >= len - *pos)
+		return -ENOSPC;
+	memcpy(buf + *pos, s, n + 1);
+	*pos += n;
+	return 0;
+}
+
+int
+ps_tags_format_name(const char *app, const char *suffix,
+		    const struct ps_tags *t, char *buf, size_t len)
+{
+	size_t pos = 0;
+	unsigned i;
+	int rc;
+
+	if (!buf || len == 0)
+		return -EINVAL;
+	buf[0] = '\0';
+	if (!app || !is_app_name(app) || (suffix && !is_app_name(suffix)))
+		return -EINVAL;
+	rc = emit(buf, len, &pos, app);
+	if (!rc && suffix)
+		rc = emit(buf, len, &pos, ".");
+	if (!rc && suffix)
+		rc = emit(buf, len, &pos, suffix);
+	if (!rc)
+		rc = emit(buf, len, &pos, "{");
+	for (i = 0; !rc && t && i < t->n; i++) {
+		rc = emit(buf, len, &pos, i ? "," : "");
+		if (!rc)
+			rc = emit(buf, len, &pos, t->tag[i].key);
+		if (!rc)
+			rc = emit(buf, len, &pos, "=");
+		if (!rc)
+			rc = emit(buf, len, &pos, t->tag[i].value);
+	}
+	if (!rc)
+		rc = emit(buf, len, &pos, "}");
+	if (rc)
+		buf[0] = '\0';
+	return rc;
+}
