@@ -151,7 +151,7 @@ ps_parse_level(const char *s, int *out)
 	return -EINVAL;
 }
 
-enum kind { K_BOOL, K_UINT, K_DURATION, K_SIZE, K_LEVEL, K_STR, K_PATH };
+enum kind { K_BOOL, K_UINT, K_DURATION, K_SIZE, K_LEVEL, K_STR, K_PATH, K_SECRET, K_FORMAT };
 
 struct var {
 	const char *name;
@@ -163,6 +163,8 @@ struct var {
 };
 
 #define OFF(f) offsetof(struct ps_config, f)
+/* Strings are stored in char arrays of the field's own size (in `lo`). */
+#define STR(f) OFF(f), sizeof(((struct ps_config *)0)->f), 0
 #define NS(s) ((uint64_t)(s) * 1000000000ull)
 
 static const struct var vars[] = {
@@ -183,11 +185,36 @@ static const struct var vars[] = {
 	  "expected a duration from 100ms to 10m such as 3s", "3s" },
 	{ "PYROSCOPE_OUTPUT_DIR", K_PATH, OFF(output_dir), 0, 0,
 	  "expected a directory path", "./pyroshim-profiles" },
-	{ "PYROSCOPE_SERVER_ADDRESS", K_STR, OFF(server), 0, 0,
+	{ "PYROSCOPE_SERVER_ADDRESS", K_STR, STR(server),
 	  "expected a URL such as http://localhost:4040", "local files only" },
 	{ "PYROSCOPE_LOG_LEVEL", K_LEVEL, OFF(log_level), 0, 0,
 	  "expected error, warn, info or debug", "error" },
 	{ "PYROSCOPE_LOG_FILE", K_PATH, OFF(log_file), 0, 0, "expected a file path", "stderr" },
+	/* The alias first, so that PYROSCOPE_TAGS wins when both are set. */
+	{ "PYROSCOPE_LABELS", K_STR, STR(tags), "expected k=v,k2=v2 shorter than 1024 bytes", "no tags" },
+	{ "PYROSCOPE_TAGS", K_STR, STR(tags), "expected k=v,k2=v2 shorter than 1024 bytes", "no tags" },
+	{ "PYROSCOPE_BASIC_AUTH_USER", K_STR, STR(auth_user), "expected a user name", "none" },
+	{ "PYROSCOPE_BASIC_AUTH_PASSWORD", K_SECRET, STR(auth_password), "too long", "none" },
+	{ "PYROSCOPE_AUTH_TOKEN", K_SECRET, STR(auth_token), "too long", "none" },
+	{ "PYROSCOPE_TENANT_ID", K_STR, STR(tenant), "expected a tenant id", "none" },
+	{ "PYROSCOPE_HTTP_HEADERS", K_SECRET, STR(http_headers), "too long", "none" },
+	{ "PYROSCOPE_INGEST_FORMAT", K_FORMAT, OFF(ingest_folded), 0, 1, "expected pprof or folded",
+	  "pprof" },
+	{ "PYROSCOPE_CA_FILE", K_PATH, OFF(ca_file), 0, 0, "expected a file path", "system CAs" },
+	{ "PYROSCOPE_TLS_INSECURE", K_BOOL, OFF(tls_insecure), 0, 1, "expected true or false",
+	  "false" },
+	{ "PYROSCOPE_TRACE_CORRELATION", K_BOOL, OFF(trace_correlation), 0, 1,
+	  "expected true or false", "false" },
+	{ "PYROSCOPE_SPAN_NAME", K_STR, STR(span_name), "expected a name shorter than 128 bytes",
+	  "<name>.run" },
+	{ "TRACEPARENT", K_STR, STR(traceparent), "too long", "a new trace" },
+	{ "TRACESTATE", K_STR, STR(tracestate), "too long", "none" },
+	{ "OTEL_EXPORTER_OTLP_ENDPOINT", K_STR, STR(otlp_endpoint), "expected a URL", "none" },
+	{ "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", K_STR, STR(otlp_endpoint), "expected a URL",
+	  "none" },
+	{ "OTEL_EXPORTER_OTLP_HEADERS", K_SECRET, STR(otlp_headers), "too long", "none" },
+	{ "OTEL_SDK_DISABLED", K_BOOL, OFF(otlp_disabled), 0, 1, "expected true or false",
+	  "false" },
 };
 
 /* Print the value as given, but never more than 80 bytes or a control
@@ -243,10 +270,17 @@ store(struct ps_config *c, const struct var *v, const char *s)
 		return 0;
 	case K_STR:
 	case K_PATH:
+	case K_SECRET:
 		n = strlen(s);
-		if (n == 0 || n >= (v->kind == K_STR ? PS_CFG_STR : PATH_MAX))
+		if (n == 0 || n >= (v->kind == K_PATH ? PATH_MAX : v->lo))
 			return -EINVAL;
 		memcpy(field, s, n + 1);
+		return 0;
+	case K_FORMAT:
+		if (strcasecmp(s, "pprof") && strcasecmp(s, "folded"))
+			return -EINVAL;
+		iv = !strcasecmp(s, "folded");
+		memcpy(field, &iv, sizeof(iv));
 		return 0;
 	default:
 		if (parse_number(v, s, &num))
@@ -303,6 +337,32 @@ app_name(struct ps_config *c, ps_getenv_fn get, const char *exe)
 			c->app_name[i] = '_';
 }
 
+/* Rules between variables: the traces endpoint is used as it is, the base
+ * endpoint gets /v1/traces; OTEL_TRACES_EXPORTER=none turns export off. */
+static int
+otel_rules(struct ps_config *c, ps_getenv_fn get)
+{
+	const char *traces = get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");
+	const char *base = get("OTEL_EXPORTER_OTLP_ENDPOINT");
+	const char *exporter = get("OTEL_TRACES_EXPORTER");
+	size_t n;
+
+	if ((!traces || !*traces) && base && *base && c->otlp_endpoint[0]) {
+		n = strlen(c->otlp_endpoint);
+		while (n > 0 && c->otlp_endpoint[n - 1] == '/')
+			c->otlp_endpoint[--n] = '\0';
+		if (n + sizeof("/v1/traces") > sizeof(c->otlp_endpoint)) {
+			ps_log_config("OTEL_EXPORTER_OTLP_ENDPOINT: too long; using none");
+			c->otlp_endpoint[0] = '\0';
+			return 1;
+		}
+		memcpy(c->otlp_endpoint + n, "/v1/traces", sizeof("/v1/traces"));
+	}
+	if (exporter && !strcasecmp(exporter, "none"))
+		c->otlp_disabled = 1;
+	return 0;
+}
+
 int
 ps_config_load(struct ps_config *c, ps_getenv_fn get, const char *exe)
 {
@@ -316,11 +376,15 @@ ps_config_load(struct ps_config *c, ps_getenv_fn get, const char *exe)
 		s = get(vars[i].name);
 		if (!s || !*s || store(c, &vars[i], s) == 0)
 			continue;
-		printable(s, shown, sizeof(shown));
+		if (vars[i].kind == K_SECRET)
+			snprintf(shown, sizeof(shown), "(%zu bytes, not shown)", strlen(s));
+		else
+			printable(s, shown, sizeof(shown));
 		ps_log_config("%s=%s: %s; using %s", vars[i].name, shown, vars[i].why,
 			      vars[i].dflt);
 		bad++;
 	}
 	app_name(c, get, exe);
+	bad += otel_rules(c, get);
 	return bad;
 }

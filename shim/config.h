@@ -35,6 +35,25 @@ struct ps_config {
 	char server[PS_CFG_STR];       /* PYROSCOPE_SERVER_ADDRESS; "" = local files only */
 	int log_level;                 /* PYROSCOPE_LOG_LEVEL, enum ps_log_level, default error */
 	char log_file[PATH_MAX];       /* PYROSCOPE_LOG_FILE; "" = stderr */
+	/* Upload (uploader/upload.c validates these and warns). */
+	char tags[PS_CFG_STR];         /* PYROSCOPE_TAGS, else PYROSCOPE_LABELS */
+	char auth_user[256];           /* PYROSCOPE_BASIC_AUTH_USER */
+	char auth_password[256];       /* PYROSCOPE_BASIC_AUTH_PASSWORD (secret) */
+	char auth_token[PS_CFG_STR];   /* PYROSCOPE_AUTH_TOKEN (secret) */
+	char tenant[256];              /* PYROSCOPE_TENANT_ID */
+	char http_headers[4096];       /* PYROSCOPE_HTTP_HEADERS, JSON (secret) */
+	int ingest_folded;             /* PYROSCOPE_INGEST_FORMAT=folded (default pprof) */
+	char ca_file[PATH_MAX];        /* PYROSCOPE_CA_FILE */
+	int tls_insecure;              /* PYROSCOPE_TLS_INSECURE (default false) */
+	/* Trace correlation. */
+	int trace_correlation;         /* PYROSCOPE_TRACE_CORRELATION (default false) */
+	char span_name[128];           /* PYROSCOPE_SPAN_NAME */
+	char traceparent[256];         /* TRACEPARENT */
+	char tracestate[1024];         /* TRACESTATE */
+	char otlp_endpoint[PS_CFG_STR];  /* OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, else
+					  * OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces */
+	char otlp_headers[4096];       /* OTEL_EXPORTER_OTLP_HEADERS (secret) */
+	int otlp_disabled;             /* OTEL_SDK_DISABLED=true or OTEL_TRACES_EXPORTER=none */
 };
 
 /* A function that reads one variable; getenv in production, a table in

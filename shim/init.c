@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "alloc.h"
@@ -28,6 +29,7 @@
 #include "log.h"
 #include "process.h"
 #include "sampler.h"
+#include "span.h"
 #include "stacktab.h"
 #include "unwind.h"
 #include "worker.h"
@@ -42,7 +44,11 @@ static struct {
 	struct ps_stacktab st;
 	struct ps_livetab lt;
 	struct ps_export x;
+	struct ps_span span; /* the run's root span, if correlation is on */
 	_Atomic int pid;     /* the profiled process; 0 = shim inactive */
+	int exit_code;       /* recorded by hook_exit.c */
+	int argc;
+	const char *const *argv;
 } g;
 
 static const char *
@@ -62,13 +68,13 @@ exe_path(char *buf, size_t len)
 /* Absolute output directory; the default one is exported so that children
  * started in other directories write next to their parent's files. */
 static void
-output_dir(struct ps_config *c, char *dir, size_t len)
+output_dir(struct ps_config *c, int server_on, char *dir, size_t len)
 {
 	char cwd[PATH_MAX];
 	const char *d = c->output_dir;
 
 	dir[0] = '\0';
-	if (!d[0] && c->server[0])
+	if (!d[0] && server_on)
 		return;  /* server only */
 	if (!d[0])
 		d = "pyroshim-profiles";
@@ -106,6 +112,86 @@ shim_range(uintptr_t *lo, uintptr_t *hi)
 		*lo = (uintptr_t)f.dlfo_map_start;
 		*hi = (uintptr_t)f.dlfo_map_end;
 	}
+}
+
+static uint64_t
+wall_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Remove the member "pyroshim=..." from a tracestate list, in place. */
+static void
+drop_marker(char *ts)
+{
+	char out[sizeof(g.span.tracestate)] = "", *save = NULL, *m;
+	size_t n = 0;
+
+	for (m = strtok_r(ts, ",", &save); m; m = strtok_r(NULL, ",", &save)) {
+		while (*m == ' ' || *m == '\t')
+			m++;
+		if (!strncmp(m, "pyroshim=", 9) || !*m)
+			continue;
+		n += (size_t)snprintf(out + n, sizeof(out) - n, "%s%s", n ? "," : "", m);
+		if (n >= sizeof(out))
+			return;
+	}
+	memcpy(ts, out, n + 1);
+}
+
+/* The run's root span: join the caller's trace (TRACEPARENT) or start one,
+ * and hand this span to children through the environment, before main.
+ * pyrorun marks a trace it made up with tracestate "pyroshim=root": the
+ * run then becomes the root of that trace instead of the child of a span
+ * nobody exports. */
+static struct ps_span *
+start_trace(const struct ps_config *c)
+{
+	struct ps_span *sp = &g.span;
+	char tp[64];
+	int warned = 0, root = strstr(c->tracestate, "pyroshim=root") != NULL;
+
+	if (!c->trace_correlation)
+		return NULL;
+	if (ps_span_start(sp, c->traceparent[0] ? c->traceparent : NULL,
+			  c->tracestate[0] ? c->tracestate : NULL, c->app_name,
+			  c->span_name[0] ? c->span_name : NULL, wall_ns(), &warned)) {
+		ps_warn("trace correlation not started: no random ids");
+		return NULL;
+	}
+	if (warned)
+		ps_log_config("TRACEPARENT=%.64s: not a valid W3C traceparent; starting a new trace",
+			      c->traceparent);
+	if (root && sp->has_parent) {
+		sp->has_parent = 0;
+		memset(sp->parent_span_id, 0, sizeof(sp->parent_span_id));
+		drop_marker(sp->tracestate);
+	}
+	if (ps_span_child_traceparent(sp, tp, sizeof(tp)) == 0 && setenv("TRACEPARENT", tp, 1))
+		ps_debug("could not export TRACEPARENT");
+	if (sp->tracestate[0] ? setenv("TRACESTATE", sp->tracestate, 1) : unsetenv("TRACESTATE"))
+		ps_debug("could not export TRACESTATE");
+	ps_debug("trace correlation: %s (span %s)", tp, sp->name);
+	return sp;
+}
+
+void
+ps_process_set_exit(int status)
+{
+	g.exit_code = status;
+	g.x.exit_code = status;
+}
+
+void
+ps_process_set_args(int argc, const char *const *argv)
+{
+	g.argc = argc;
+	g.argv = argv;
+	g.x.argc = argc;
+	g.x.argv = argv;
 }
 
 static void
@@ -157,9 +243,16 @@ start_export(struct ps_config *c)
 	x->alloc_on = c->alloc_enabled;
 	x->pid = getpid();
 	snprintf(x->app, sizeof(x->app), "%s", c->app_name);
-	output_dir(c, x->dir, sizeof(x->dir));
 	shim_range(&x->skip_lo, &x->skip_hi);
+	x->argc = g.argc;
+	x->argv = g.argv;
 	ps_export_setup(x);
+	ps_export_set_span(x, start_trace(c));
+	(void)ps_remote_setup(&x->remote, c, x->span, x->start_ns);
+	/* A server that cannot be used falls back to local files. */
+	output_dir(c, x->remote.on, x->dir, sizeof(x->dir));
+	if (x->nlabels)
+		ps_info("trace_id %s, root span_id %s", x->trace_hex, x->span_hex);
 	if (ps_worker_start(x, c->upload_interval_ns))
 		ps_warn("uploader thread not started: profiles are written at exit only");
 }

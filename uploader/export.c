@@ -1,4 +1,4 @@
-/* export.c -- fold, encode and write.  See export.h. */
+/* export.c -- fold, encode, write and queue.  See export.h. */
 #include "export.h"
 
 #include <errno.h>
@@ -10,16 +10,16 @@
 
 #include "files.h"
 #include "log.h"
-#include "pprof.h"
+#include "profiles.h"
 
 #define OUT_CAP (64u << 20)  /* the largest profile file we write */
 
 static uint64_t
-wall_ns(void)
+clock_ns(clockid_t id)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
+	clock_gettime(id, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
@@ -32,13 +32,31 @@ ps_export_setup(struct ps_export *x)
 	memset(&x->fold, 0, sizeof(x->fold));
 	memset(&x->out, 0, sizeof(x->out));
 	x->out.cap = OUT_CAP;
-	x->start_ns = wall_ns();
+	x->start_ns = clock_ns(CLOCK_REALTIME);
+}
+
+void
+ps_export_set_span(struct ps_export *x, struct ps_span *sp)
+{
+	x->span = sp;
+	x->nlabels = 0;
+	if (!sp || ps_span_trace_id_hex(sp, x->trace_hex, sizeof(x->trace_hex)) ||
+	    ps_span_span_id_hex(sp, x->span_hex, sizeof(x->span_hex)))
+		return;
+	/* Pyroscope keeps these two pprof labels per sample: they are what
+	 * Grafana's "Profiles for this span" looks up. */
+	x->labels[0].key = "span_id";
+	x->labels[0].str = x->span_hex;
+	x->labels[1].key = "trace_id";
+	x->labels[1].str = x->trace_hex;
+	x->nlabels = 2;
 }
 
 void
 ps_export_abandon(struct ps_export *x)
 {
 	ps_export_setup(x);
+	ps_remote_abandon(&x->remote, x->start_ns);
 }
 
 static int
@@ -72,75 +90,6 @@ write_file(struct ps_export *x, const char *kind, const struct ps_buf *b)
 	return 0;
 }
 
-/* The pprof of one profile family, from the fold. */
-struct family {
-	const char *kind;                  /* file-name part: "cpu", "alloc" */
-	const char *const *types, *const *units;
-	const int *fold_values;            /* fold value index per sample type */
-	const int64_t *div;                /* divisor per sample type */
-	size_t nvalues;
-	const char *period_type, *period_unit;
-	int64_t period;
-	const char *default_type;
-};
-
-static int
-encode(struct ps_export *x, const struct family *fam, const char *const *comments,
-       size_t ncomments)
-{
-	struct ps_fold *f = &x->fold;
-	struct ps_pprof_sample *s = calloc(f->n ? f->n : 1, sizeof(*s));
-	int64_t *vals = calloc((size_t)(f->n ? f->n : 1) * fam->nvalues, sizeof(*vals));
-	struct ps_pprof_desc d;
-	size_t i, k, n = 0;
-	int rc = -ENOMEM;
-
-	if (!s || !vals)
-		goto out;
-	for (i = 0; i < f->n; i++) {
-		for (k = 0; k < fam->nvalues; k++)
-			vals[n * fam->nvalues + k] = f->e[i].v[fam->fold_values[k]] / fam->div[k];
-		s[n].funcs = &f->frames[f->e[i].frames];
-		s[n].depth = f->e[i].depth;
-		s[n].values = &vals[n * fam->nvalues];
-		n++;
-	}
-	memset(&d, 0, sizeof(d));
-	d.type_names = fam->types;
-	d.type_units = fam->units;
-	d.nvalues = fam->nvalues;
-	d.period_type = fam->period_type;
-	d.period_unit = fam->period_unit;
-	d.period = fam->period;
-	d.time_nanos = (int64_t)x->start_ns;
-	d.duration_nanos = (int64_t)(wall_ns() - x->start_ns);
-	d.default_sample_type = fam->default_type;
-	d.comments = comments;
-	d.ncomments = ncomments;
-	d.funcs = (const char *const *)f->names;
-	d.nfuncs = f->nnames;
-	d.samples = s;
-	d.nsamples = n;
-	ps_buf_reset(&x->out);
-	rc = ps_pprof_encode(&d, &x->out);
-out:
-	free(s);
-	free(vals);
-	return rc;
-}
-
-static const char *const cpu_types[] = { "samples", "cpu" };
-static const char *const cpu_units[] = { "count", "nanoseconds" };
-static const int cpu_vals[] = { PS_F_CPU_SAMPLES, PS_F_CPU_NS };
-static const int64_t cpu_div[] = { 1, 1 };
-static const char *const alloc_types[] = { "alloc_objects", "alloc_space", "inuse_objects",
-					   "inuse_space" };
-static const char *const alloc_units[] = { "count", "bytes", "count", "bytes" };
-static const int alloc_vals[] = { PS_F_ALLOC_OBJS, PS_F_ALLOC_BYTES, PS_F_INUSE_OBJS,
-				  PS_F_INUSE_BYTES };
-static const int64_t alloc_div[] = { PS_FIXED_ONE, 1, PS_FIXED_ONE, 1 };
-
-/* Folded files: one per sample type that a flame graph tool would draw. */
 static int
 write_folded(struct ps_export *x, const char *kind, int v, int64_t div)
 {
@@ -154,17 +103,11 @@ write_folded(struct ps_export *x, const char *kind, int v, int64_t div)
 }
 
 static int
-write_family(struct ps_export *x, const struct family *fam, char comments[][160],
-	     size_t ncomments)
+write_pprof(struct ps_export *x, const struct ps_family *fam, struct ps_profile_meta *m)
 {
-	const char *cp[8];
 	char name[32];
-	size_t i;
-	int rc;
+	int rc = ps_profile_encode(&x->fold, fam, NULL, m, &x->out);
 
-	for (i = 0; i < ncomments && i < PS_ARRAY_LEN(cp); i++)
-		cp[i] = comments[i];
-	rc = encode(x, fam, cp, i);
 	if (rc) {
 		ps_warn("encoding the %s profile: %s", fam->kind, strerror(-rc));
 		return rc;
@@ -174,22 +117,21 @@ write_family(struct ps_export *x, const struct family *fam, char comments[][160]
 }
 
 static int
-write_local(struct ps_export *x, char comments[][160], size_t nc)
+write_local(struct ps_export *x, struct ps_profile_meta *m)
 {
-	struct family cpu = { "cpu", cpu_types, cpu_units, cpu_vals, cpu_div, 2, "cpu",
-			      "nanoseconds", 1000000000ll / x->cfg->sample_rate, "cpu" };
-	struct family alloc = { "alloc", alloc_types, alloc_units, alloc_vals, alloc_div, 4,
-				"space", "bytes", (int64_t)x->cfg->alloc_sample_bytes,
-				"inuse_space" };
 	int rc = 0;
 
+	m->time_nanos = (int64_t)x->start_ns;
+	m->duration_nanos = (int64_t)(clock_ns(CLOCK_REALTIME) - x->start_ns);
 	if (x->cpu_on && ps_fold_total(&x->fold, PS_F_CPU_SAMPLES) > 0) {
-		rc |= write_family(x, &cpu, comments, nc);
+		m->period = 1000000000ll / x->cfg->sample_rate;
+		rc |= write_pprof(x, &ps_family_cpu, m);
 		rc |= write_folded(x, "cpu.folded", PS_F_CPU_NS, 1);
 	}
 	if (x->alloc_on && (ps_fold_total(&x->fold, PS_F_ALLOC_OBJS) > 0 ||
 			    ps_fold_total(&x->fold, PS_F_INUSE_OBJS) > 0)) {
-		rc |= write_family(x, &alloc, comments, nc);
+		m->period = (int64_t)x->cfg->alloc_sample_bytes;
+		rc |= write_pprof(x, &ps_family_alloc, m);
 		rc |= write_folded(x, "alloc_objects.folded", PS_F_ALLOC_OBJS, PS_FIXED_ONE);
 		rc |= write_folded(x, "alloc_space.folded", PS_F_ALLOC_BYTES, 1);
 		rc |= write_folded(x, "inuse_objects.folded", PS_F_INUSE_OBJS, PS_FIXED_ONE);
@@ -198,12 +140,39 @@ write_local(struct ps_export *x, char comments[][160], size_t nc)
 	return rc ? -EIO : 0;
 }
 
+/* Comments: what produced the profile, the trace it belongs to, and every
+ * loss, so that nothing is lost silently. */
+static size_t
+comments(struct ps_export *x, char c[][200], int incomplete)
+{
+	const struct ps_upload *u = &x->remote.up;
+	size_t n = 0;
+
+	snprintf(c[n++], 200, "pyroshim %s, pid %d, app %.100s", PS_VERSION, (int)x->pid, x->app);
+	if (x->nlabels)
+		snprintf(c[n++], 200, "trace_id %s, root span_id %s", x->trace_hex, x->span_hex);
+	snprintf(c[n++], 200, "dropped: %llu stacks (table full), %llu stacks (fold full), "
+		 "%llu live blocks (table full)",
+		 (unsigned long long)atomic_load(&x->st->dropped),
+		 (unsigned long long)x->fold.dropped,
+		 (unsigned long long)(x->lt ? atomic_load(&x->lt->dropped) : 0));
+	if (x->remote.on)
+		snprintf(c[n++], 200, "uploads: %llu sent, %llu failed, %llu dropped, %llu retries",
+			 (unsigned long long)u->sent, (unsigned long long)u->failed,
+			 (unsigned long long)u->dropped, (unsigned long long)u->retries);
+	if (incomplete)
+		snprintf(c[n++], 200, "incomplete: out of memory while folding");
+	return n;
+}
+
 int
 ps_export_run(struct ps_export *x, int final)
 {
-	char comments[4][160];
-	size_t nc = 0;
-	int rc;
+	char c[5][200];
+	const char *cp[5];
+	struct ps_profile_meta m;
+	size_t nc, i;
+	int rc = 0, folded;
 
 	if (!x->st)
 		return 0;
@@ -214,20 +183,63 @@ ps_export_run(struct ps_export *x, int final)
 		x->ready = 1;
 	}
 	x->passes++;
-	rc = ps_fold_update(&x->fold, x->st, x->alloc_on ? x->lt : NULL);
-	snprintf(comments[nc++], sizeof(comments[0]), "pyroshim %s, pid %d, app %.100s",
-		 PS_VERSION, (int)x->pid, x->app);
-	snprintf(comments[nc++], sizeof(comments[0]),
-		 "dropped: %llu stacks (table full), %llu stacks (fold full), %llu live blocks",
-		 (unsigned long long)atomic_load(&x->st->dropped),
-		 (unsigned long long)x->fold.dropped,
-		 (unsigned long long)(x->lt ? atomic_load(&x->lt->dropped) : 0));
-	if (rc)
-		snprintf(comments[nc++], sizeof(comments[0]), "incomplete: out of memory");
-	ps_debug("export pass %llu%s: %u stacks, %llu cpu samples, %s", (unsigned long long)x->passes,
+	folded = ps_fold_update(&x->fold, x->st, x->alloc_on ? x->lt : NULL);
+	nc = comments(x, c, folded != 0);
+	for (i = 0; i < nc; i++)
+		cp[i] = c[i];
+	memset(&m, 0, sizeof(m));
+	m.comments = cp;
+	m.ncomments = nc;
+	m.labels = x->labels;
+	m.nlabels = x->nlabels;
+	ps_debug("export pass %llu%s: %u stacks, %lld cpu samples; %s", (unsigned long long)x->passes,
 		 final ? " (final)" : "", x->fold.n,
-		 (unsigned long long)ps_fold_total(&x->fold, PS_F_CPU_SAMPLES), comments[1]);
+		 (long long)ps_fold_total(&x->fold, PS_F_CPU_SAMPLES), c[nc - 1]);
 	if (x->dir[0])
-		rc = write_local(x, comments, nc);
+		rc = write_local(x, &m);
+	ps_remote_queue(&x->remote, &x->fold, x->cpu_on, x->alloc_on, &m,
+			clock_ns(CLOCK_REALTIME));
 	return rc;
+}
+
+void
+ps_export_send(struct ps_export *x, int final, uint64_t deadline_ns)
+{
+	ps_upload_send(&x->remote.up, clock_ns(CLOCK_MONOTONIC), 10000, final, deadline_ns);
+}
+
+uint64_t
+ps_export_next_due(const struct ps_export *x)
+{
+	return ps_upload_next_due(&x->remote.up);
+}
+
+void
+ps_export_end_span(struct ps_export *x)
+{
+	const char *const *argv = x->argv;
+	int exit_code = x->exit_code, argc = x->argc;
+	struct ps_otlp_resource res;
+	const char *exe = x->app, *slash;
+	static char exe_buf[256];
+
+	if (!x->span)
+		return;
+	ps_span_end(x->span, clock_ns(CLOCK_REALTIME), exit_code);
+	if (argc > 0 && argv && argv[0]) {
+		slash = strrchr(argv[0], '/');
+		snprintf(exe_buf, sizeof(exe_buf), "%s", slash ? slash + 1 : argv[0]);
+		exe = exe_buf;
+	}
+	memset(&res, 0, sizeof(res));
+	/* Grafana matches the span's service.name with Pyroscope's
+	 * service_name: the service_name tag if given, else the app name. */
+	res.service_name = ps_tags_get(&x->remote.tags, "service_name");
+	if (!res.service_name)
+		res.service_name = x->remote.app[0] ? x->remote.app : x->app;
+	res.pid = (int)x->pid;
+	res.executable_name = exe;
+	res.argv = argv;
+	res.argc = argv ? argc : 0;
+	ps_remote_queue_span(&x->remote, x->span, &res);
 }

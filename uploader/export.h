@@ -1,9 +1,11 @@
-/* export.h -- one export pass: fold the tables and write every output.
+/* export.h -- one export pass: fold the tables, write the local files and
+ * queue the uploads.
  *
- * The profile always covers the whole run so far (cumulative) in local
- * files.  An empty profile (no CPU sample, no sampled allocation) is not
- * written, so that short helper processes -- every child of a shell or of
- * make inherits the shim -- do not litter the output directory.
+ * Local files always cover the whole run so far (cumulative); uploads
+ * cover the interval since the previous pass (remote.h).  An empty profile
+ * (no CPU sample, no sampled allocation) is neither written nor sent, so
+ * that short helper processes -- every child of a shell or of make inherits
+ * the shim -- do not litter the output directory.
  *
  * Context: uploader thread, or the exiting/exec'ing thread while it holds
  * the worker's lock; allocates (guard held).
@@ -18,11 +20,14 @@
 #include "config.h"
 #include "fold.h"
 #include "livetab.h"
+#include "pprof.h"
+#include "remote.h"
+#include "span.h"
 #include "stacktab.h"
 
 struct ps_export {
 	const struct ps_config *cfg;   /* not owned */
-	struct ps_stacktab *st;        /* not owned; NULL when nothing is sampled */
+	struct ps_stacktab *st;        /* not owned */
 	struct ps_livetab *lt;         /* not owned; NULL without allocation profiling */
 	int cpu_on, alloc_on;
 	pid_t pid;
@@ -30,21 +35,44 @@ struct ps_export {
 	char app[256];                 /* application name, safe in a file name */
 	char dir[PATH_MAX];            /* local output directory; "" = none */
 	uintptr_t skip_lo, skip_hi;    /* the shim's own code */
+	/* Trace correlation: the run's root span (not owned) or NULL. */
+	struct ps_span *span;
+	char trace_hex[33], span_hex[17];
+	struct ps_pprof_label labels[2];
+	size_t nlabels;
+	/* For the span at exit; set by the exit hooks (not owned). */
+	int exit_code;
+	const char *const *argv;
+	int argc;
 	/* Owned, created by the first pass. */
 	int ready;
 	int dirfd;                     /* -1 until opened; -2 after a refusal */
 	struct ps_fold fold;
 	struct ps_buf out;
+	struct ps_remote remote;       /* server state; remote.on = 0 without one */
 	/* Counters, shown in the debug log and in profile comments. */
 	uint64_t passes, files_written, file_errors;
 };
 
-/* Prepare (no allocation yet).  Context: constructor or fork child. */
+/* Prepare (no allocation yet): reset the pass state and the start time.
+ * Context: constructor or fork child. */
 void ps_export_setup(struct ps_export *x);
+
+/* Connect the run's span (labels on every sample, tags, OTLP).  Call after
+ * ps_export_setup and before the first pass. */
+void ps_export_set_span(struct ps_export *x, struct ps_span *sp);
 
 /* Run one pass.  `final` is set for the pass at exit or exec.
  * Returns 0 or a negative errno of the first failure (already logged). */
 int ps_export_run(struct ps_export *x, int final);
+
+/* Send queued uploads that are due (final: all, once, by deadline_ns). */
+void ps_export_send(struct ps_export *x, int final, uint64_t deadline_ns);
+/* When the next queued upload is due (CLOCK_MONOTONIC), or UINT64_MAX. */
+uint64_t ps_export_next_due(const struct ps_export *x);
+
+/* At exit: queue the run's span with x->exit_code, x->argv. */
+void ps_export_end_span(struct ps_export *x);
 
 /* Fork child: forget the parent's state without freeing it (the parent's
  * worker may have been half-way through changing it). */

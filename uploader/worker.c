@@ -39,27 +39,36 @@ to_ts(uint64_t ns)
 	return ts;
 }
 
+static uint64_t
+min_u64(uint64_t a, uint64_t b)
+{
+	return a < b ? a : b;
+}
+
 static void *
 main_loop(void *arg)
 {
-	uint64_t next = mono_ns() + interval;
+	uint64_t next = mono_ns() + interval, wake_at, now;
 	struct timespec ts;
-	int rc;
 
 	(void)arg;
 	ps_guard_enter();  /* for the thread's whole life */
 	pthread_mutex_lock(&lock);
 	while (!stopping) {
-		ts = to_ts(next);
-		rc = pthread_cond_timedwait(&wake, &lock, &ts);
+		/* Wake for the next pass, or earlier for a retry that is due. */
+		wake_at = min_u64(next, ps_export_next_due(exp_state));
+		ts = to_ts(wake_at);
+		(void)pthread_cond_timedwait(&wake, &lock, &ts);
 		if (stopping)
 			break;
-		if (rc != ETIMEDOUT && mono_ns() < next)
-			continue;
-		(void)ps_export_run(exp_state, 0);
-		next += interval;
-		if (next < mono_ns())
-			next = mono_ns() + interval;  /* a slow pass: skip, don't burst */
+		now = mono_ns();
+		if (now >= next) {
+			(void)ps_export_run(exp_state, 0);
+			next += interval;
+			if (next < now)
+				next = now + interval;  /* a slow pass: skip, don't burst */
+		}
+		ps_export_send(exp_state, 0, 0);
 	}
 	pthread_mutex_unlock(&lock);
 	return NULL;
@@ -115,7 +124,8 @@ ps_worker_start(struct ps_export *x, uint64_t interval_ns)
 void
 ps_worker_flush(uint64_t timeout_ns, int final)
 {
-	struct timespec ts = to_ts(mono_ns() + timeout_ns);
+	uint64_t deadline = mono_ns() + timeout_ns;
+	struct timespec ts = to_ts(deadline);
 	int rc;
 
 	if (!exp_state)
@@ -130,6 +140,9 @@ ps_worker_flush(uint64_t timeout_ns, int final)
 		pthread_cond_signal(&wake);
 	}
 	(void)ps_export_run(exp_state, 1);
+	if (final)
+		ps_export_end_span(exp_state);
+	ps_export_send(exp_state, 1, deadline);
 	pthread_mutex_unlock(&lock);
 }
 

@@ -1,0 +1,56 @@
+/* hook_exit.c -- the exit status and command line of the run, for its span.
+ *
+ * The span of a run is an error when the program exits non-zero, so the
+ * real status is needed at exit.  A return from main reaches exit() inside
+ * libc, where no interposer can see it; so __libc_start_main is
+ * interposed to wrap main, and exit() to catch explicit calls.  Both only
+ * record and pass on: the program's behaviour is unchanged.  _exit and
+ * fatal signals end the process without any of this (and without the last
+ * profile write), as pyroshim(7) says.
+ */
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "process.h"
+#include "ps.h"
+
+typedef int (*main_fn)(int, char **, char **);
+typedef int (*start_fn)(main_fn, int, char **, void (*)(void), void (*)(void),
+			void (*)(void), void *);
+
+/* Written once by __libc_start_main, before main runs. */
+static main_fn real_main;
+
+static int
+wrapped_main(int argc, char **argv, char **envp)
+{
+	int rc = real_main(argc, argv, envp);
+
+	ps_process_set_exit(rc);
+	return rc;
+}
+
+PS_EXPORT int
+__libc_start_main(main_fn main, int argc, char **argv, void (*init)(void),
+		  void (*fini)(void), void (*rtld_fini)(void), void *stack_end)
+{
+	start_fn real = (start_fn)dlsym(RTLD_NEXT, "__libc_start_main");
+
+	real_main = main;
+	ps_process_set_args(argc, (const char *const *)argv);
+	if (!real)
+		exit(main(argc, argv, environ));
+	return real(wrapped_main, argc, argv, init, fini, rtld_fini, stack_end);
+}
+
+PS_EXPORT void
+exit(int status)
+{
+	void (*real)(int) = (void (*)(int))dlsym(RTLD_NEXT, "exit");
+
+	ps_process_set_exit(status);
+	if (real)
+		real(status);
+	_Exit(status);  /* not reached */
+}

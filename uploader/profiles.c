@@ -1,0 +1,86 @@
+/* profiles.c -- pprof from a fold.  See profiles.h. */
+#include "profiles.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "stacktab.h"
+
+static const char *const cpu_types[] = { "samples", "cpu" };
+static const char *const cpu_units[] = { "count", "nanoseconds" };
+static const int cpu_vals[] = { PS_F_CPU_SAMPLES, PS_F_CPU_NS };
+static const int64_t cpu_div[] = { 1, 1 };
+static const char *const alloc_types[] = { "alloc_objects", "alloc_space", "inuse_objects",
+					   "inuse_space" };
+static const char *const alloc_units[] = { "count", "bytes", "count", "bytes" };
+static const int alloc_vals[] = { PS_F_ALLOC_OBJS, PS_F_ALLOC_BYTES, PS_F_INUSE_OBJS,
+				  PS_F_INUSE_BYTES };
+static const int64_t alloc_div[] = { PS_FIXED_ONE, 1, PS_FIXED_ONE, 1 };
+
+const struct ps_family ps_family_cpu = {
+	"cpu", cpu_types, cpu_units, cpu_vals, cpu_div, 2, "cpu", "nanoseconds", "cpu",
+};
+const struct ps_family ps_family_alloc = {
+	"alloc", alloc_types, alloc_units, alloc_vals, alloc_div, 4, "space", "bytes",
+	"inuse_space",
+};
+
+int64_t
+ps_profile_total(const struct ps_fold *f, const int64_t (*vals)[PS_F_NVALUES], int v)
+{
+	int64_t t = 0;
+	uint32_t i;
+
+	for (i = 0; i < f->n; i++)
+		t += vals ? vals[i][v] : f->e[i].v[v];
+	return t;
+}
+
+int
+ps_profile_encode(const struct ps_fold *f, const struct ps_family *fam,
+		  const int64_t (*vals)[PS_F_NVALUES], const struct ps_profile_meta *m,
+		  struct ps_buf *out)
+{
+	size_t n = f->n ? f->n : 1, i, k;
+	struct ps_pprof_sample *s = calloc(n, sizeof(*s));
+	int64_t *v = calloc(n * fam->nvalues, sizeof(*v));
+	const int64_t *src;
+	struct ps_pprof_desc d;
+	int rc = -ENOMEM;
+
+	if (!s || !v)
+		goto out;
+	for (i = 0; i < f->n; i++) {
+		src = vals ? vals[i] : f->e[i].v;
+		for (k = 0; k < fam->nvalues; k++)
+			v[i * fam->nvalues + k] = src[fam->fold_values[k]] / fam->div[k];
+		s[i].funcs = &f->frames[f->e[i].frames];
+		s[i].depth = f->e[i].depth;
+		s[i].values = &v[i * fam->nvalues];
+	}
+	memset(&d, 0, sizeof(d));
+	d.type_names = fam->types;
+	d.type_units = fam->units;
+	d.nvalues = fam->nvalues;
+	d.period_type = fam->period_type;
+	d.period_unit = fam->period_unit;
+	d.period = m->period;
+	d.time_nanos = m->time_nanos;
+	d.duration_nanos = m->duration_nanos;
+	d.default_sample_type = fam->default_type;
+	d.comments = m->comments;
+	d.ncomments = m->ncomments;
+	d.funcs = (const char *const *)f->names;
+	d.nfuncs = f->nnames;
+	d.samples = s;
+	d.nsamples = f->n;
+	d.labels = m->labels;
+	d.nlabels = m->nlabels;
+	ps_buf_reset(out);
+	rc = ps_pprof_encode(&d, out);
+out:
+	free(s);
+	free(v);
+	return rc;
+}

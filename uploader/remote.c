@@ -1,0 +1,400 @@
+/* remote.c -- requests for Pyroscope and for the OTLP endpoint.
+ * See remote.h. */
+#include "remote.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ingest.h"
+#include "log.h"
+
+#define BODY_CAP (32u << 20)
+
+/* What the server is told about the allocation sample types, as the Go SDK
+ * does: in-use types are averaged over time, the others summed. */
+static const char alloc_type_config[] =
+	"{\"alloc_objects\":{\"units\":\"objects\"},"
+	"\"alloc_space\":{\"units\":\"bytes\"},"
+	"\"inuse_objects\":{\"units\":\"objects\",\"aggregation\":\"average\"},"
+	"\"inuse_space\":{\"units\":\"bytes\",\"aggregation\":\"average\"}}";
+
+static void
+tags_setup(struct ps_remote *r, const struct ps_config *c, const struct ps_span *sp, int *bad)
+{
+	struct ps_tags_report rep = { 0 };
+	char hex[40];
+	unsigned i;
+
+	if (ps_tags_parse(&r->tags, c->tags, &rep) < 0 || rep.dropped) {
+		char why[256] = "";
+		size_t n = 0;
+
+		for (i = 0; i < rep.listed && n < sizeof(why); i++)
+			n += (size_t)snprintf(why + n, sizeof(why) - n, "%s%s (%s)", i ? ", " : "",
+					      rep.item[i].name, ps_tags_drop_str(rep.item[i].why));
+		ps_log_config("PYROSCOPE_TAGS: dropped %u tag(s): %s; using the others",
+			      rep.dropped, why);
+		(*bad)++;
+	}
+	if (!sp)
+		return;
+	/* The seed's correlation tags: appended once, never overwriting. */
+	if (ps_span_trace_id_hex(sp, hex, sizeof(hex)) == 0 &&
+	    ps_tags_add(&r->tags, "trace_id", hex) < 0)
+		ps_debug("trace_id tag not added");
+	if (ps_span_span_id_hex(sp, hex, sizeof(hex)) == 0 &&
+	    ps_tags_add(&r->tags, "root_span_id", hex) < 0)
+		ps_debug("root_span_id tag not added");
+}
+
+static void
+headers_setup(struct ps_remote *r, const struct ps_config *c, int *bad)
+{
+	struct ps_headers_report rep;
+	unsigned n = 0, i;
+	int rc;
+
+	rc = ps_headers_parse_json(c->http_headers, &r->hdrs, &rep);
+	if (rc < 0) {
+		ps_log_config("PYROSCOPE_HTTP_HEADERS: not a JSON object of strings; using none");
+		(*bad)++;
+	} else if (rep.dropped) {
+		ps_log_config("PYROSCOPE_HTTP_HEADERS: dropped %u header(s), the first %s (%s); "
+			      "using the others", rep.dropped, rep.item[0].name,
+			      ps_headers_drop_str(rep.item[0].why));
+		(*bad)++;
+	}
+	if (c->tenant[0]) {
+		snprintf(r->tenant_line, sizeof(r->tenant_line), "X-Scope-OrgID: %s", c->tenant);
+		r->lines[n++] = r->tenant_line;
+	}
+	for (i = 0; i < r->hdrs.n && n < PS_HTTP_MAX_HEADERS; i++)
+		r->lines[n++] = ps_headers_line(&r->hdrs, i);  /* user headers last */
+	r->up.pyro.headers = r->lines;
+	r->up.pyro.nheaders = n;
+}
+
+static void
+otlp_setup(struct ps_remote *r, const struct ps_config *c, int *bad)
+{
+	struct ps_otlp_header h[32];
+	size_t n = 0, i, off = 0;
+	int skipped;
+
+	if (!c->otlp_endpoint[0] || c->otlp_disabled)
+		return;
+	snprintf(r->otlp_url, sizeof(r->otlp_url), "%s", c->otlp_endpoint);
+	skipped = ps_otlp_parse_headers(c->otlp_headers, h, PS_ARRAY_LEN(h), &n, r->otlp_store,
+					sizeof(r->otlp_store));
+	if (skipped > 0) {
+		ps_log_config("OTEL_EXPORTER_OTLP_HEADERS: %d member(s) not name=value; using the others",
+			      skipped);
+		(*bad)++;
+	}
+	for (i = 0; i < n && skipped >= 0; i++) {
+		int w = snprintf(r->otlp_text + off, sizeof(r->otlp_text) - off, "%s: %s",
+				 h[i].name, h[i].value);
+		if (w < 0 || (size_t)w >= sizeof(r->otlp_text) - off)
+			break;
+		r->otlp_lines[i] = r->otlp_text + off;
+		off += (size_t)w + 1;
+	}
+	r->up.otlp.headers = r->otlp_lines;
+	r->up.otlp.nheaders = i;
+}
+
+int
+ps_remote_setup(struct ps_remote *r, const struct ps_config *c, const struct ps_span *sp,
+		uint64_t start_ns)
+{
+	int bad = 0;
+
+	memset(r, 0, sizeof(*r));
+	r->last_until_ns = start_ns;
+	r->folded = c->ingest_folded;
+	r->sample_rate = c->sample_rate;
+	r->alloc_mean = c->alloc_sample_bytes;
+	r->up.ca_file = c->ca_file[0] ? c->ca_file : NULL;
+	r->up.insecure = c->tls_insecure;
+	r->up.rng = start_ns | 1;
+	otlp_setup(r, c, &bad);
+	/* Also without a server: the span's service.name is the sanitised
+	 * name, and a service_name tag overrides it. */
+	if (ps_app_name_sanitize(c->app_name, r->app, sizeof(r->app)) == 1)
+		ps_info("application name sent as %s", r->app);
+	tags_setup(r, c, sp, &bad);
+	if (!c->server[0])
+		return bad;
+	if (ps_ingest_split_url(c->server, r->base, sizeof(r->base), r->user, sizeof(r->user),
+				r->pass, sizeof(r->pass))) {
+		ps_log_config("PYROSCOPE_SERVER_ADDRESS=%.200s: expected http(s)://host[:port][/prefix]; "
+			      "using local files only", c->server);
+		return bad + 1;
+	}
+	if (c->auth_user[0] || c->auth_password[0]) {
+		snprintf(r->user, sizeof(r->user), "%s", c->auth_user);
+		snprintf(r->pass, sizeof(r->pass), "%s", c->auth_password);
+	}
+	if (r->user[0] || r->pass[0]) {
+		r->up.pyro.user = r->user;
+		r->up.pyro.password = r->pass;
+	}
+	r->up.pyro.bearer = c->auth_token[0] ? c->auth_token : NULL;
+	if (c->tls_insecure)
+		ps_log_config("PYROSCOPE_TLS_INSECURE=true: TLS certificates are not verified");
+	headers_setup(r, c, &bad);
+	if (ps_tags_format_name(r->app, NULL, &r->tags, r->name, sizeof(r->name))) {
+		ps_log_config("PYROSCOPE_TAGS: the series name is too long; using no tags");
+		memset(&r->tags, 0, sizeof(r->tags));
+		if (ps_tags_format_name(r->app, NULL, &r->tags, r->name, sizeof(r->name)))
+			return bad + 1;
+		bad++;
+	}
+	r->on = 1;
+	return bad;
+}
+
+static int
+grow_prev(struct ps_remote *r, uint32_t n)
+{
+	uint32_t nc = r->prev_cap ? r->prev_cap : 256;
+	void *p;
+
+	if (n <= r->prev_cap)
+		return 0;
+	while (nc < n)
+		nc *= 2;
+	p = realloc(r->prev, (size_t)nc * sizeof(*r->prev));
+	if (!p)
+		return -ENOMEM;
+	memset((int64_t(*)[PS_F_NVALUES])p + r->prev_cap, 0,
+	       (size_t)(nc - r->prev_cap) * sizeof(*r->prev));
+	r->prev = p;
+	r->prev_cap = nc;
+	return 0;
+}
+
+/* This interval's values: deltas of the cumulative counters, the live heap
+ * as it is. */
+static int64_t (*interval_values(struct ps_remote *r, const struct ps_fold *f))[PS_F_NVALUES]
+{
+	int64_t (*d)[PS_F_NVALUES];
+	uint32_t i;
+	int k;
+
+	if (grow_prev(r, f->n))
+		return NULL;
+	d = calloc(f->n ? f->n : 1, sizeof(*d));
+	if (!d)
+		return NULL;
+	for (i = 0; i < f->n; i++) {
+		for (k = 0; k < PS_F_NVALUES; k++)
+			d[i][k] = f->e[i].v[k] - r->prev[i][k];
+		d[i][PS_F_INUSE_OBJS] = f->e[i].v[PS_F_INUSE_OBJS];
+		d[i][PS_F_INUSE_BYTES] = f->e[i].v[PS_F_INUSE_BYTES];
+	}
+	return d;
+}
+
+static int
+queue_request(struct ps_remote *r, const struct ps_ingest_query *q, struct ps_buf *body,
+	      const char *ctype, const char *what)
+{
+	struct ps_buf url = PS_BUF_INIT(64 << 10);
+	int rc = ps_ingest_url(r->base, q, &url);
+
+	if (rc) {
+		ps_buf_free(&url);
+		ps_buf_free(body);
+		return rc;
+	}
+	return ps_upload_enqueue(&r->up, (char *)url.data, ctype, body, what, 0);
+}
+
+static int
+queue_pprof(struct ps_remote *r, const struct ps_fold *f, const struct ps_family *fam,
+	    const int64_t (*d)[PS_F_NVALUES], const struct ps_profile_meta *m,
+	    struct ps_ingest_query *q)
+{
+	struct ps_buf pb = PS_BUF_INIT(BODY_CAP), body = PS_BUF_INIT(BODY_CAP + 4096);
+	char ctype[96];
+	int rc;
+
+	rc = ps_profile_encode(f, fam, d, m, &pb);
+	if (!rc)
+		rc = ps_ingest_multipart(pb.data, pb.len, fam == &ps_family_alloc ?
+					 alloc_type_config : NULL, &body, ctype, sizeof(ctype));
+	ps_buf_free(&pb);
+	if (rc) {
+		ps_buf_free(&body);
+		return rc;
+	}
+	q->name = r->name;
+	return queue_request(r, q, &body, ctype, fam->kind);
+}
+
+/* Folded text of value v from d, as in fold.c, for the folded ingest
+ * format.  Returns 0 or -E2BIG/-ENOMEM; an empty body is not queued. */
+static int
+folded_text(const struct ps_fold *f, const int64_t (*d)[PS_F_NVALUES], int v, int64_t div,
+	    struct ps_buf *out)
+{
+	uint32_t i, k;
+	int64_t val;
+	int rc = 0;
+
+	for (i = 0; i < f->n && !rc; i++) {
+		val = div > 1 ? (d[i][v] + div / 2) / div : d[i][v];
+		if (val <= 0)
+			continue;
+		for (k = f->e[i].depth; k > 0 && !rc; k--)
+			rc = ps_buf_printf(out, "%s%s", f->names[f->frames[f->e[i].frames + k - 1]],
+					   k > 1 ? ";" : "");
+		if (!rc)
+			rc = ps_buf_printf(out, " %lld\n", (long long)val);
+	}
+	return rc;
+}
+
+static int
+queue_folded(struct ps_remote *r, const struct ps_fold *f, const int64_t (*d)[PS_F_NVALUES],
+	     const char *type, int v, int64_t div, struct ps_ingest_query *q)
+{
+	struct ps_buf body = PS_BUF_INIT(BODY_CAP);
+	char name[sizeof(r->name)];
+	int rc = folded_text(f, d, v, div, &body);
+
+	if (rc || body.len == 0) {
+		ps_buf_free(&body);
+		return rc;
+	}
+	rc = ps_tags_format_name(r->app, type, &r->tags, name, sizeof(name));
+	if (rc) {
+		ps_buf_free(&body);
+		return rc;
+	}
+	q->name = name;
+	q->format = "folded";
+	return queue_request(r, q, &body, "text/plain", type);
+}
+
+static int
+queue_family_folded(struct ps_remote *r, const struct ps_fold *f,
+		    const int64_t (*d)[PS_F_NVALUES], int cpu, uint64_t until_ns)
+{
+	struct ps_ingest_query q = { .from_ns = r->last_until_ns, .until_ns = until_ns,
+				     .spy_name = "pyroshim" };
+	int rc = 0;
+
+	if (cpu) {
+		q.sample_rate = 1000000000u;  /* values are nanoseconds */
+		q.units = "samples";
+		q.aggregation = "sum";
+		return queue_folded(r, f, d, "cpu", PS_F_CPU_NS, 1, &q);
+	}
+	q.units = "objects";
+	q.aggregation = "sum";
+	rc |= queue_folded(r, f, d, "alloc_objects", PS_F_ALLOC_OBJS, PS_FIXED_ONE, &q);
+	q.units = "bytes";
+	rc |= queue_folded(r, f, d, "alloc_space", PS_F_ALLOC_BYTES, 1, &q);
+	q.units = "objects";
+	q.aggregation = "average";
+	rc |= queue_folded(r, f, d, "inuse_objects", PS_F_INUSE_OBJS, PS_FIXED_ONE, &q);
+	q.units = "bytes";
+	rc |= queue_folded(r, f, d, "inuse_space", PS_F_INUSE_BYTES, 1, &q);
+	return rc ? -EIO : 0;
+}
+
+static int
+queue_family(struct ps_remote *r, const struct ps_fold *f, const int64_t (*d)[PS_F_NVALUES],
+	     const struct ps_profile_meta *m, int cpu, uint64_t until_ns)
+{
+	struct ps_ingest_query q = { .from_ns = r->last_until_ns, .until_ns = until_ns,
+				     .spy_name = "pyroshim" };
+
+	if (cpu) {
+		if (ps_profile_total(f, d, PS_F_CPU_SAMPLES) <= 0)
+			return 0;
+	} else if (ps_profile_total(f, d, PS_F_ALLOC_OBJS) <= 0 &&
+		   ps_profile_total(f, d, PS_F_INUSE_OBJS) <= 0) {
+		return 0;
+	}
+	if (r->folded)
+		return queue_family_folded(r, f, d, cpu, until_ns);
+	if (cpu) {
+		q.sample_rate = r->sample_rate;
+		q.units = "samples";
+	} else {
+		q.units = "bytes";
+	}
+	q.aggregation = "sum";
+	return queue_pprof(r, f, cpu ? &ps_family_cpu : &ps_family_alloc, d, m, &q);
+}
+
+void
+ps_remote_queue(struct ps_remote *r, const struct ps_fold *f, int cpu_on, int alloc_on,
+		const struct ps_profile_meta *meta, uint64_t now_ns)
+{
+	int64_t (*d)[PS_F_NVALUES];
+	struct ps_profile_meta m = *meta;
+	uint32_t i;
+	int rc = 0;
+
+	if (!r->on)
+		return;
+	d = interval_values(r, f);
+	if (!d) {
+		ps_warn("upload skipped this interval: out of memory");
+		return;
+	}
+	m.time_nanos = (int64_t)r->last_until_ns;
+	m.duration_nanos = (int64_t)(now_ns - r->last_until_ns);
+	if (cpu_on) {
+		m.period = 1000000000ll / r->sample_rate;
+		rc |= queue_family(r, f, (const int64_t(*)[PS_F_NVALUES])d, &m, 1, now_ns);
+	}
+	if (alloc_on) {
+		m.period = (int64_t)r->alloc_mean;
+		rc |= queue_family(r, f, (const int64_t(*)[PS_F_NVALUES])d, &m, 0, now_ns);
+	}
+	free(d);
+	if (rc)
+		ps_warn("some profiles of this interval could not be queued");
+	/* What was queued (or could not be) belongs to this interval. */
+	for (i = 0; i < f->n; i++)
+		memcpy(r->prev[i], f->e[i].v, sizeof(r->prev[i]));
+	r->last_until_ns = now_ns;
+}
+
+void
+ps_remote_queue_span(struct ps_remote *r, const struct ps_span *sp,
+		     const struct ps_otlp_resource *res)
+{
+	struct ps_buf body = PS_BUF_INIT(1 << 20);
+	char *url;
+	int rc;
+
+	if (!r->otlp_url[0] || !sp)
+		return;
+	rc = ps_otlp_encode_span(sp, res, &body);
+	url = strdup(r->otlp_url);
+	if (rc || !url) {
+		ps_warn("the run's span could not be encoded: %s", strerror(rc ? -rc : ENOMEM));
+		free(url);
+		ps_buf_free(&body);
+		return;
+	}
+	(void)ps_upload_enqueue(&r->up, url, "application/x-protobuf", &body, "span", 1);
+}
+
+void
+ps_remote_abandon(struct ps_remote *r, uint64_t start_ns)
+{
+	ps_upload_abandon(&r->up);
+	r->prev = NULL;
+	r->prev_cap = 0;
+	r->last_until_ns = start_ns;
+}

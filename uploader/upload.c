@@ -1,0 +1,210 @@
+/* upload.c -- bounded queue, retries, backoff.  See upload.h. */
+#include "upload.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+
+static uint64_t
+mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void
+item_free(struct ps_upload_item *it)
+{
+	free(it->url);
+	ps_buf_free(&it->body);
+	free(it);
+}
+
+static void
+remove_at(struct ps_upload *u, unsigned i)
+{
+	u->bytes -= u->q[i]->body.len;
+	item_free(u->q[i]);
+	memmove(&u->q[i], &u->q[i + 1], (u->n - i - 1) * sizeof(u->q[0]));
+	u->n--;
+}
+
+int
+ps_upload_enqueue(struct ps_upload *u, char *url, const char *content_type,
+		  struct ps_buf *body, const char *what, int otlp)
+{
+	struct ps_upload_item *it = calloc(1, sizeof(*it));
+
+	if (!it) {
+		free(url);
+		ps_buf_free(body);
+		u->dropped++;
+		return -ENOMEM;
+	}
+	while (u->n > 0 && (u->n == PS_UPLOAD_QUEUE_MAX ||
+			    u->bytes + body->len > PS_UPLOAD_QUEUE_BYTES)) {
+		ps_debug("upload queue full: dropping the oldest %s profile", u->q[0]->what);
+		remove_at(u, 0);
+		u->dropped++;
+	}
+	it->url = url;
+	snprintf(it->content_type, sizeof(it->content_type), "%s", content_type);
+	it->body = *body;
+	memset(body, 0, sizeof(*body));
+	it->what = what;
+	it->otlp = otlp;
+	it->due_ns = mono_ns();
+	u->q[u->n++] = it;
+	u->bytes += it->body.len;
+	return 0;
+}
+
+uint64_t
+ps_upload_next_due(const struct ps_upload *u)
+{
+	uint64_t t = UINT64_MAX;
+	unsigned i;
+
+	for (i = 0; i < u->n; i++)
+		if (u->q[i]->due_ns < t)
+			t = u->q[i]->due_ns;
+	return t;
+}
+
+static int
+retryable(const struct ps_upload_item *it, int rc, long status)
+{
+	if (rc)
+		return rc != -ENOSYS && rc != -EINVAL;
+	if (it->otlp)
+		return status == 429 || status == 502 || status == 503 || status == 504;
+	return status == 429 || status >= 500;
+}
+
+/* Exponential backoff with +-25 % jitter, or the server's Retry-After. */
+static uint64_t
+backoff_ns(struct ps_upload *u, unsigned attempts, long retry_after_s)
+{
+	uint64_t base = 1000000000ull << (attempts < 6 ? attempts : 6);
+
+	if (base > 60000000000ull)
+		base = 60000000000ull;
+	if (retry_after_s >= 0)
+		return (uint64_t)(retry_after_s > 300 ? 300 : retry_after_s) * 1000000000ull;
+	u->rng = u->rng * 6364136223846793005ull + 1442695040888963407ull;
+	return base - base / 4 + (u->rng >> 33) % (base / 2 + 1);
+}
+
+static int
+attempt(struct ps_upload *u, struct ps_upload_item *it, long timeout_ms, struct ps_http_response *rs)
+{
+	const struct ps_upload_auth *a = it->otlp ? &u->otlp : &u->pyro;
+	struct ps_http_request rq = {
+		.url = it->url,
+		.content_type = it->content_type,
+		.body = it->body.data,
+		.body_len = it->body.len,
+		.headers = a->headers,
+		.nheaders = a->nheaders,
+		.user = a->user,
+		.password = a->password,
+		.bearer_token = a->bearer,
+		.ca_file = u->ca_file,
+		.insecure = u->insecure,
+		.connect_timeout_ms = timeout_ms < 3000 ? timeout_ms : 3000,
+		.total_timeout_ms = timeout_ms,
+	};
+
+	if (u->curl == 0) {
+		u->curl = ps_http_load() == 0 ? 1 : -1;
+		if (u->curl < 0)
+			ps_warn("libcurl.so.4 could not be loaded: profiles are not uploaded");
+	}
+	if (u->curl < 0)
+		return -ENOSYS;
+	return ps_http_post(&rq, rs);
+}
+
+/* Try one request; returns 1 if it is finished (sent or given up). */
+static int
+send_one(struct ps_upload *u, struct ps_upload_item *it, long timeout_ms, int final)
+{
+	struct ps_http_response rs = { 0 };
+	int rc = attempt(u, it, timeout_ms, &rs);
+
+	it->attempts++;
+	if (rc == 0 && rs.status >= 200 && rs.status < 300) {
+		u->sent++;
+		ps_debug("sent %s profile (%zu bytes): %ld", it->what, it->body.len, rs.status);
+		return 1;
+	}
+	if (!retryable(it, rc, rs.status)) {
+		u->failed++;
+		if (rc)
+			ps_warn("%s upload failed: %s", it->what, strerror(-rc));
+		else
+			ps_warn("%s upload rejected: HTTP %ld: %s", it->what, rs.status, rs.message);
+		return 1;
+	}
+	if (final || it->attempts >= PS_UPLOAD_ATTEMPTS) {
+		u->failed++;
+		ps_warn("%s upload failed after %u attempts: %s", it->what, it->attempts,
+			rc ? strerror(-rc) : rs.message);
+		return 1;
+	}
+	u->retries++;
+	it->due_ns = mono_ns() + backoff_ns(u, it->attempts - 1, rc ? -1 : rs.retry_after_s);
+	ps_debug("%s upload will be retried (%s)", it->what, rc ? strerror(-rc) : rs.message);
+	return 0;
+}
+
+void
+ps_upload_send(struct ps_upload *u, uint64_t now_ns, long timeout_ms, int final,
+	       uint64_t deadline_ns)
+{
+	unsigned i = 0;
+	long left;
+
+	while (i < u->n) {
+		if (!final && u->q[i]->due_ns > now_ns) {
+			i++;
+			continue;
+		}
+		if (final) {
+			now_ns = mono_ns();
+			if (now_ns >= deadline_ns) {
+				u->failed += u->n - i;
+				ps_debug("flush timeout: %u requests not sent", u->n - i);
+				return;
+			}
+			left = (long)((deadline_ns - now_ns) / 1000000ull);
+			timeout_ms = left < 1 ? 1 : left;
+		}
+		if (send_one(u, u->q[i], timeout_ms, final))
+			remove_at(u, i);
+		else
+			i++;
+	}
+}
+
+void
+ps_upload_free(struct ps_upload *u)
+{
+	while (u->n > 0)
+		remove_at(u, u->n - 1);
+	u->bytes = 0;
+}
+
+void
+ps_upload_abandon(struct ps_upload *u)
+{
+	u->n = 0;
+	u->bytes = 0;
+	u->sent = u->failed = u->dropped = u->retries = 0;
+}

@@ -1,0 +1,86 @@
+/* upload.h -- the delivery queue: requests to Pyroscope (and the run's
+ * OTLP span), sent with bounded retries.
+ *
+ * Each export pass queues its requests; the uploader thread sends those
+ * that are due.  Delivery rules:
+ *  - 2xx: done.
+ *  - connection errors, 429 and 5xx: retried with exponential backoff and
+ *    jitter (1 s, 2 s, 4 s ... at most 60 s; a Retry-After wins), at most
+ *    PS_UPLOAD_ATTEMPTS times, then counted as failed;
+ *  - any other 4xx: dropped at once and logged at warn level with the
+ *    server's message (never with credentials).
+ *  - OTLP requests follow the OTLP rule: only 429, 502, 503, 504 and
+ *    connection errors are retried.
+ * The queue is bounded by count and bytes; when full, the oldest request
+ * is dropped and counted.  At exit (or before an exec) every queued
+ * request gets one more attempt within the flush timeout, and no more: a
+ * server that is down must not delay the host's exit.
+ *
+ * Context: uploader thread, or the exiting thread holding the worker lock;
+ * allocates.
+ */
+#ifndef PS_UPLOAD_H
+#define PS_UPLOAD_H
+
+#include <stdint.h>
+#include "buf.h"
+#include "headers.h"
+#include "http.h"
+#include "ps.h"
+
+#define PS_UPLOAD_QUEUE_MAX   32
+#define PS_UPLOAD_QUEUE_BYTES (16u << 20)
+#define PS_UPLOAD_ATTEMPTS    6
+
+struct ps_upload_item {
+	char *url;                 /* owned */
+	char content_type[96];
+	struct ps_buf body;        /* owned */
+	const char *what;          /* "cpu", "alloc", "span": for logs */
+	int otlp;                  /* OTLP retry rules */
+	unsigned attempts;
+	uint64_t due_ns;           /* CLOCK_MONOTONIC time of the next attempt */
+};
+
+struct ps_upload_auth {
+	const char *user, *password;   /* HTTP Basic, or NULL */
+	const char *bearer;            /* or NULL */
+	const char *const *headers;    /* "Name: value" lines */
+	size_t nheaders;
+};
+
+struct ps_upload {
+	struct ps_upload_item *q[PS_UPLOAD_QUEUE_MAX];  /* oldest first */
+	unsigned n;
+	size_t bytes;
+	struct ps_upload_auth pyro, otlp;  /* borrowed from the export state */
+	const char *ca_file;
+	int insecure;
+	int curl;                  /* 0 not tried, 1 loaded, -1 unavailable */
+	uint64_t rng;              /* jitter */
+	/* Counters: shown in the debug log and in the next profile. */
+	uint64_t sent, failed, dropped, retries;
+};
+
+/* Queue a request.  Takes ownership of url and body (freed on failure
+ * too).  Returns 0 or -ENOMEM.  A full queue drops its oldest entry. */
+int ps_upload_enqueue(struct ps_upload *u, char *url, const char *content_type,
+		      struct ps_buf *body, const char *what, int otlp);
+
+/* Send what is due at now_ns (CLOCK_MONOTONIC).  Each request may take up
+ * to timeout_ms.  With `final`, send everything once, whatever its due
+ * time, and stop at deadline_ns. */
+void ps_upload_send(struct ps_upload *u, uint64_t now_ns, long timeout_ms, int final,
+		    uint64_t deadline_ns);
+
+/* When the next queued request is due; UINT64_MAX if none. */
+uint64_t ps_upload_next_due(const struct ps_upload *u);
+
+/* Free everything queued. */
+void ps_upload_free(struct ps_upload *u);
+
+/* Fork child: forget the parent's queue without freeing (never sent
+ * twice). */
+void ps_upload_abandon(struct ps_upload *u);
+
+#endif
