@@ -151,7 +151,8 @@ ps_parse_level(const char *s, int *out)
 	return -EINVAL;
 }
 
-enum kind { K_BOOL, K_UINT, K_DURATION, K_SIZE, K_LEVEL, K_STR, K_PATH, K_SECRET, K_FORMAT };
+enum kind { K_BOOL, K_UINT, K_DURATION, K_SIZE, K_LEVEL, K_STR, K_PATH, K_SECRET, K_FORMAT,
+	     K_TIMER };
 
 struct var {
 	const char *name;
@@ -173,6 +174,8 @@ static const struct var vars[] = {
 	  "expected a whole number of Hz from 1 to 1000", "100" },
 	{ "PYROSCOPE_PROFILING_CPU_ENABLED", K_BOOL, OFF(cpu_enabled), 0, 1,
 	  "expected true or false", "true" },
+	{ "PYROSCOPE_CPU_TIMER", K_TIMER, OFF(cpu_timer), 0, 1, "expected thread or process",
+	  "thread" },
 	{ "PYROSCOPE_PROFILING_ALLOC_ENABLED", K_BOOL, OFF(alloc_enabled), 0, 1,
 	  "expected true or false", "true" },
 	{ "PYROSCOPE_ALLOC_SAMPLE_BYTES", K_SIZE, OFF(alloc_sample_bytes), 0, 1ull << 40,
@@ -277,9 +280,12 @@ store(struct ps_config *c, const struct var *v, const char *s)
 		memcpy(field, s, n + 1);
 		return 0;
 	case K_FORMAT:
-		if (strcasecmp(s, "pprof") && strcasecmp(s, "folded"))
+	case K_TIMER:
+		/* Two-word enums: the second word is value 1. */
+		if (strcasecmp(s, v->kind == K_FORMAT ? "pprof" : "thread") &&
+		    strcasecmp(s, v->kind == K_FORMAT ? "folded" : "process"))
 			return -EINVAL;
-		iv = !strcasecmp(s, "folded");
+		iv = !strcasecmp(s, v->kind == K_FORMAT ? "folded" : "process");
 		memcpy(field, &iv, sizeof(iv));
 		return 0;
 	default:

@@ -26,6 +26,7 @@ struct ps_config {
 	char app_name[256];            /* PYROSCOPE_APPLICATION_NAME, OTEL_SERVICE_NAME, basename(exe) */
 	unsigned sample_rate;          /* PYROSCOPE_SAMPLE_RATE, Hz, 1..1000, default 100 */
 	int cpu_enabled;               /* PYROSCOPE_PROFILING_CPU_ENABLED (default 1) */
+	int cpu_timer;                 /* PYROSCOPE_CPU_TIMER: 0 thread (default), 1 process */
 	int alloc_enabled;             /* PYROSCOPE_PROFILING_ALLOC_ENABLED (default 1) */
 	uint64_t alloc_sample_bytes;   /* PYROSCOPE_ALLOC_SAMPLE_BYTES, default 524288; 0/1 = every */
 	uint64_t stack_memory;         /* PYROSCOPE_STACK_MEMORY, bytes, default 8 MiB */

@@ -6,6 +6,9 @@
  * before its start routine (unwind.h), outside signal context.  Until a
  * thread is warmed, its samples hold only the interrupted instruction.
  *
+ * In the per-thread timer mode the new thread's CPU timer is armed here
+ * too (sampler.h).
+ *
  * The trampoline is the only frame the shim adds to a host thread; it
  * belongs to the shim's own code and is dropped from every stack.
  */
@@ -16,11 +19,13 @@
 
 #include "guard.h"
 #include "ps.h"
+#include "sampler.h"
 #include "unwind.h"
 
 struct start {
 	void *(*fn)(void *);
 	void *arg;
+	int shim;   /* created by the shim itself (guard held): never sampled */
 };
 
 static void *
@@ -30,7 +35,10 @@ trampoline(void *p)
 
 	ps_guard_enter();
 	free(p);
-	ps_unwind_warm_thread();
+	if (!s.shim) {
+		ps_unwind_warm_thread();
+		ps_sampler_thread_start();
+	}
 	ps_guard_leave();
 	return s.fn(s.arg);
 }
@@ -42,12 +50,13 @@ pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), vo
 {
 	static create_fn real;
 	struct start *s;
-	int rc;
+	int rc, shim;
 
 	if (!real)
 		real = (create_fn)dlsym(RTLD_NEXT, "pthread_create");
 	if (!real)
 		return EAGAIN;
+	shim = ps_guard_held();
 	ps_guard_enter();
 	s = malloc(sizeof(*s));
 	ps_guard_leave();
@@ -55,6 +64,7 @@ pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), vo
 		return real(t, attr, fn, arg);  /* no warm-up, but no failure either */
 	s->fn = fn;
 	s->arg = arg;
+	s->shim = shim;
 	rc = real(t, attr, trampoline, s);
 	if (rc)
 		free(s);

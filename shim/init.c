@@ -279,7 +279,7 @@ start(void)
 		ps_warn("fork handler not installed");
 	atomic_store(&g.pid, (int)getpid());
 	if (c->cpu_enabled) {
-		rc = ps_sampler_start(&g.st, c->sample_rate);
+		rc = ps_sampler_start(&g.st, c->sample_rate, c->cpu_timer);
 		if (rc == -EBUSY)
 			ps_warn("SIGPROF or ITIMER_PROF is already in use: CPU profiling steps aside");
 		else if (rc)

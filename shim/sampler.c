@@ -2,11 +2,13 @@
 #include "sampler.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/time.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "bench.h"
 #include "guard.h"
@@ -16,6 +18,14 @@
  * before or while no other thread runs; read by the handler. */
 static struct ps_stacktab *tab;
 static struct itimerval period;
+static int thread_mode;           /* PS_TIMER_THREAD */
+static pthread_key_t thread_key;  /* its destructor deletes a thread's timer */
+
+/* Thread mode: each thread's own timer and CPU-time baseline.  Owned by
+ * the thread; the handler runs on the same thread. */
+static PS_TLS timer_t t_timer;
+static PS_TLS int t_has_timer;
+static PS_TLS uint64_t t_cpu_seen;
 /* 1 while our timer should be armed; changed by start/stop/exec hooks. */
 static _Atomic int armed;
 /* CPU time already attributed to samples; advanced by the handlers. */
@@ -49,6 +59,26 @@ take_weight(void)
 	return now - prev;
 }
 
+PS_SIGSAFE static uint64_t
+thread_cpu_ns(void)
+{
+	struct timespec ts;
+
+	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts))
+		return 0;
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Thread mode: exactly the CPU time of this thread since its last sample. */
+PS_SIGSAFE static uint64_t
+take_thread_weight(void)
+{
+	uint64_t now = thread_cpu_ns(), w = now > t_cpu_seen ? now - t_cpu_seen : 0;
+
+	t_cpu_seen = now;
+	return w;
+}
+
 PS_SIGSAFE static void
 handler(int sig, siginfo_t *si, void *uc)
 {
@@ -62,7 +92,7 @@ handler(int sig, siginfo_t *si, void *uc)
 	if (!tab)
 		goto out;
 	vals[PS_V_CPU_SAMPLES] = 1;
-	vals[PS_V_CPU_NS] = take_weight();
+	vals[PS_V_CPU_NS] = thread_mode ? take_thread_weight() : take_weight();
 	if (ps_guard_held() || ps_unwind_active()) {
 		/* Inside shim code: unwinding here could re-enter libunwind. */
 		ps_stacktab_add_special(tab, PS_SLOT_BUSY, vals);
@@ -92,8 +122,54 @@ in_use(void)
 	return 0;
 }
 
+/* Thread mode: arm a CPU-time timer for the calling thread, delivering
+ * SIGPROF to this very thread. */
+static int
+thread_arm(void)
+{
+	struct itimerspec its;
+	struct sigevent sev;
+
+	if (!t_has_timer) {
+		memset(&sev, 0, sizeof(sev));
+		sev.sigev_notify = SIGEV_THREAD_ID;
+		sev.sigev_signo = SIGPROF;
+		sev._sigev_un._tid = gettid();
+		if (timer_create(CLOCK_THREAD_CPUTIME_ID, &sev, &t_timer))
+			return -errno;
+		t_has_timer = 1;
+		/* The key's destructor deletes the timer when the thread ends,
+		 * by return or by pthread_exit. */
+		(void)pthread_setspecific(thread_key, (void *)1);
+	}
+	t_cpu_seen = thread_cpu_ns();
+	its.it_interval.tv_sec = period.it_interval.tv_sec;
+	its.it_interval.tv_nsec = period.it_interval.tv_usec * 1000L;
+	its.it_value = its.it_interval;
+	if (timer_settime(t_timer, 0, &its, NULL))
+		return -errno;
+	return 0;
+}
+
+static void
+thread_gone(void *unused)
+{
+	(void)unused;
+	if (t_has_timer) {
+		timer_delete(t_timer);
+		t_has_timer = 0;
+	}
+}
+
+void
+ps_sampler_thread_start(void)
+{
+	if (tab && thread_mode && atomic_load(&armed))
+		(void)thread_arm();
+}
+
 int
-ps_sampler_start(struct ps_stacktab *t, unsigned hz)
+ps_sampler_start(struct ps_stacktab *t, unsigned hz, int mode)
 {
 	struct sigaction sa;
 	long us;
@@ -102,35 +178,53 @@ ps_sampler_start(struct ps_stacktab *t, unsigned hz)
 	rc = in_use();
 	if (rc)
 		return rc;
-	tab = t;
 	us = 1000000L / (long)(hz ? hz : 100);
 	period.it_interval.tv_sec = us / 1000000L;
 	period.it_interval.tv_usec = us % 1000000L;
 	period.it_value = period.it_interval;
+	thread_mode = mode == PS_TIMER_THREAD;
+	if (thread_mode && pthread_key_create(&thread_key, thread_gone))
+		return -EAGAIN;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_sigaction = handler;
 	sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
 	sigemptyset(&sa.sa_mask);
+	tab = t;
 	if (sigaction(SIGPROF, &sa, NULL))
 		return -errno;
 	atomic_store(&cpu_seen_ns, process_cpu_ns());
-	if (setitimer(ITIMER_PROF, &period, NULL))
-		return -errno;
+	rc = thread_mode ? thread_arm() : (setitimer(ITIMER_PROF, &period, NULL) ? -errno : 0);
+	if (rc)
+		return rc;
 	atomic_store(&armed, 1);
 	return 0;
+}
+
+/* Stop the timer that can hit this thread: the process timer, or in thread
+ * mode this thread's own (the other threads' timers die with them at
+ * execve, with their pending signals). */
+PS_SIGSAFE static void
+stop_timer(void)
+{
+	static const struct itimerval zero;
+	static const struct itimerspec zero_ts;
+
+	if (!thread_mode)
+		setitimer(ITIMER_PROF, &zero, NULL);
+	else if (t_has_timer)
+		timer_settime(t_timer, 0, &zero_ts, NULL);
 }
 
 PS_SIGSAFE int
 ps_sampler_disarm(void)
 {
-	static const struct itimerval zero;
 	struct timespec now = { 0, 0 };
 	sigset_t prof, old;
 	int was = atomic_exchange(&armed, 0);
 
 	if (!was)
 		return 0;
-	setitimer(ITIMER_PROF, &zero, NULL);
+	stop_timer();
 	/* A SIGPROF generated just before the timer stopped may still be
 	 * pending; pending signals survive execve, and the new image has no
 	 * handler.  Accept it here instead. */
@@ -147,9 +241,12 @@ ps_sampler_disarm(void)
 void
 ps_sampler_rearm(int was_armed)
 {
+	int rc;
+
 	if (!was_armed || !tab)
 		return;
-	if (setitimer(ITIMER_PROF, &period, NULL) == 0)
+	rc = thread_mode ? thread_arm() : (setitimer(ITIMER_PROF, &period, NULL) ? -errno : 0);
+	if (rc == 0)
 		atomic_store(&armed, 1);
 }
 
@@ -158,6 +255,8 @@ ps_sampler_child(void)
 {
 	if (!tab)
 		return;
+	/* Timers are not inherited: the child's only thread gets a new one. */
+	t_has_timer = 0;
 	atomic_store(&cpu_seen_ns, process_cpu_ns());
 	atomic_store(&armed, 0);
 	ps_sampler_rearm(1);

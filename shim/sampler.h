@@ -7,6 +7,16 @@
  * would make the profile 4x too small.  Summed, the weights equal the CPU
  * time of the profiled interval, whatever the delivery rate.
  *
+ * Two timer modes (PYROSCOPE_CPU_TIMER).  `thread`, the default: each
+ * thread has its own timer_create(CLOCK_THREAD_CPUTIME_ID) timer whose
+ * SIGPROF goes to that thread (SIGEV_THREAD_ID), and each sample weighs
+ * exactly that thread's CPU time since its previous sample.  Threads are
+ * covered from pthread_create (hook_thread.c) and their timer is deleted
+ * when they end.  `process`: one setitimer(ITIMER_PROF) for the process,
+ * whose signal lands on whichever thread runs; it under-samples and
+ * misattributes when several threads are busy (golang/go#35057), but also
+ * covers threads started before the shim.
+ *
  * The sampler never steals SIGPROF: if the program (or another preloaded
  * library) already has a handler or an armed ITIMER_PROF, CPU profiling
  * steps aside with one warning.
@@ -17,12 +27,19 @@
 #include "ps.h"
 #include "stacktab.h"
 
-/* Install the handler and arm the timer at `hz`.  Returns 0, -EBUSY
+enum { PS_TIMER_THREAD = 0, PS_TIMER_PROCESS = 1 };
+
+/* Install the handler and arm the timer at `hz` in `mode`.  Returns 0, -EBUSY
  * (SIGPROF or ITIMER_PROF already in use: stepped aside), or -errno from
  * sigaction/setitimer.  Context: constructor. */
-int ps_sampler_start(struct ps_stacktab *tab, unsigned hz) PS_WUR;
+int ps_sampler_start(struct ps_stacktab *tab, unsigned hz, int mode) PS_WUR;
 
-/* Stop the timer and consume any SIGPROF already pending, so that an exec
+/* Thread mode: give the calling (new) thread its timer.
+ * Context: a new host thread, before its start routine. */
+void ps_sampler_thread_start(void);
+
+/* Stop the timer (thread mode: the calling thread's) and consume any
+ * SIGPROF already pending, so that an exec
  * cannot carry a profiling signal into an image with no handler.  Returns 1
  * if the timer was armed (pass it to ps_sampler_rearm), else 0.
  * Context: any thread, outside the handler; async-signal-safe. */

@@ -19,10 +19,11 @@ def share_tolerance(p, n):
 
 @unittest.skipUnless(have_go(), "go tool pprof is not installed")
 class CpuProfile(ShimTest):
-    def split(self, threads, rate, ms=2500, share_a=25):
+    def split(self, threads, rate, ms=2500, share_a=25, timer="thread"):
         report = os.path.join(self.tmp, "truth.json")
         env = clean_env({"PYROSCOPE_OUTPUT_DIR": self.out,
                          "PYROSCOPE_SAMPLE_RATE": str(rate),
+                         "PYROSCOPE_CPU_TIMER": timer,
                          "PYROSCOPE_APPLICATION_NAME": "split"})
         r = run([os.path.join(PROG, "cpu_split"), str(ms), str(threads), str(share_a), report],
                 env)
@@ -58,6 +59,14 @@ class CpuProfile(ShimTest):
 
     def test_two_threads_shares_and_total_match_truth(self):
         self.split(threads=2, rate=100, ms=1500)
+
+    def test_process_timer_two_threads_shares_and_total_match_truth(self):
+        self.split(threads=2, rate=100, ms=1500, timer="process")
+
+    def test_process_timer_1000hz_total_still_matches_rusage(self):
+        # One process-wide timer gets at most one signal per kernel tick
+        # (250 Hz here); the weights keep the total right anyway.
+        self.split(threads=1, rate=1000, ms=1500, timer="process")
 
     def test_1000hz_total_still_matches_rusage(self):
         # The kernel delivers ~250 signals/s here, not 1000: weighting each
