@@ -25,7 +25,19 @@ static pthread_key_t thread_key;  /* its destructor deletes a thread's timer */
  * the thread; the handler runs on the same thread. */
 static PS_TLS timer_t t_timer;
 static PS_TLS int t_has_timer;
+static PS_TLS int t_slot;         /* its index in `timers` + 1, or 0 */
 static PS_TLS uint64_t t_cpu_seen;
+
+/* Every live per-thread timer, so that stepping aside can stop them all
+ * from any thread.  A slot is claimed by its thread (0 -> 1), filled, then
+ * published (1 -> 2); stepping aside deletes published ones. */
+#define MAX_TIMERS 4096
+static struct {
+	_Atomic int state;
+	timer_t id;
+} timers[MAX_TIMERS];
+/* Set once when the program takes SIGPROF or ITIMER_PROF for itself. */
+static _Atomic int stepped_aside;
 /* 1 while our timer should be armed; changed by start/stop/exec hooks. */
 static _Atomic int armed;
 /* CPU time already attributed to samples; advanced by the handlers. */
@@ -122,6 +134,34 @@ in_use(void)
 	return 0;
 }
 
+static void
+register_timer(void)
+{
+	int i, expected;
+
+	for (i = 0; i < MAX_TIMERS; i++) {
+		expected = 0;
+		if (atomic_compare_exchange_strong(&timers[i].state, &expected, 1)) {
+			timers[i].id = t_timer;
+			atomic_store(&timers[i].state, 2);
+			t_slot = i + 1;
+			return;
+		}
+	}
+}
+
+static void
+unregister_timer(void)
+{
+	int expected = 2;
+
+	if (t_slot && atomic_compare_exchange_strong(&timers[t_slot - 1].state, &expected, 1)) {
+		timer_delete(t_timer);
+		atomic_store(&timers[t_slot - 1].state, 0);
+	}
+	t_slot = 0;
+}
+
 /* Thread mode: arm a CPU-time timer for the calling thread, delivering
  * SIGPROF to this very thread. */
 static int
@@ -138,10 +178,13 @@ thread_arm(void)
 		if (timer_create(CLOCK_THREAD_CPUTIME_ID, &sev, &t_timer))
 			return -errno;
 		t_has_timer = 1;
+		register_timer();
 		/* The key's destructor deletes the timer when the thread ends,
 		 * by return or by pthread_exit. */
 		(void)pthread_setspecific(thread_key, (void *)1);
 	}
+	if (atomic_load(&stepped_aside))
+		return -EBUSY;
 	t_cpu_seen = thread_cpu_ns();
 	its.it_interval.tv_sec = period.it_interval.tv_sec;
 	its.it_interval.tv_nsec = period.it_interval.tv_usec * 1000L;
@@ -156,7 +199,10 @@ thread_gone(void *unused)
 {
 	(void)unused;
 	if (t_has_timer) {
-		timer_delete(t_timer);
+		if (t_slot)
+			unregister_timer();
+		else
+			timer_delete(t_timer);
 		t_has_timer = 0;
 	}
 }
@@ -243,9 +289,11 @@ ps_sampler_rearm(int was_armed)
 {
 	int rc;
 
-	if (!was_armed || !tab)
+	if (!was_armed || !tab || atomic_load(&stepped_aside))
 		return;
+	ps_guard_enter();  /* our own setitimer is not the program's */
 	rc = thread_mode ? thread_arm() : (setitimer(ITIMER_PROF, &period, NULL) ? -errno : 0);
+	ps_guard_leave();
 	if (rc == 0)
 		atomic_store(&armed, 1);
 }
@@ -253,10 +301,15 @@ ps_sampler_rearm(int was_armed)
 void
 ps_sampler_child(void)
 {
-	if (!tab)
+	int i;
+
+	if (!tab || atomic_load(&stepped_aside))
 		return;
 	/* Timers are not inherited: the child's only thread gets a new one. */
+	for (i = 0; i < MAX_TIMERS; i++)
+		atomic_store(&timers[i].state, 0);
 	t_has_timer = 0;
+	t_slot = 0;
 	atomic_store(&cpu_seen_ns, process_cpu_ns());
 	atomic_store(&armed, 0);
 	ps_sampler_rearm(1);
@@ -266,4 +319,33 @@ void
 ps_sampler_stop(void)
 {
 	(void)ps_sampler_disarm();
+}
+
+int
+ps_sampler_step_aside(void)
+{
+	static const struct itimerval zero;
+	int i, expected;
+
+	if (!tab || atomic_exchange(&stepped_aside, 1))
+		return 0;
+	atomic_store(&armed, 0);
+	if (!thread_mode) {
+		setitimer(ITIMER_PROF, &zero, NULL);
+		return 1;
+	}
+	for (i = 0; i < MAX_TIMERS; i++) {
+		expected = 2;
+		if (atomic_compare_exchange_strong(&timers[i].state, &expected, 1)) {
+			timer_delete(timers[i].id);
+			atomic_store(&timers[i].state, 3);  /* deleted: never again */
+		}
+	}
+	return 1;
+}
+
+int
+ps_sampler_owns_handler(const struct sigaction *sa)
+{
+	return (sa->sa_flags & SA_SIGINFO) && sa->sa_sigaction == handler;
 }

@@ -52,6 +52,15 @@ void ps_sampler_rearm(int was_armed);
  * CPU-time baseline.  Context: fork child handler. */
 void ps_sampler_child(void);
 
+/* The program takes SIGPROF or ITIMER_PROF for itself: stop every timer of
+ * the shim for good.  Returns 1 the first time, else 0.
+ * Context: the signal hooks, any host thread. */
+int ps_sampler_step_aside(void);
+
+struct sigaction;
+/* 1 if sa is the shim's handler. */
+int ps_sampler_owns_handler(const struct sigaction *sa);
+
 /* Stop for good (exit).  Context: destructor. */
 void ps_sampler_stop(void);
 

@@ -131,6 +131,10 @@ static const struct {
 	{ "PYROSCOPE_FLUSH_TIMEOUT", "forever", "using 3s\n" },
 	{ "PYROSCOPE_LOG_LEVEL", "verbose", "pyroshim: PYROSCOPE_LOG_LEVEL=verbose: expected error, warn, info or debug; using error\n" },
 	{ "PYROSCOPE_LOG_LEVEL", "de\nbug", "PYROSCOPE_LOG_LEVEL=de?bug: " },
+	{ "PYROSCOPE_CPU_TIMER", "posix", "pyroshim: PYROSCOPE_CPU_TIMER=posix: expected thread or process; using thread\n" },
+	{ "PYROSCOPE_INGEST_FORMAT", "json", "expected pprof or folded; using pprof\n" },
+	{ "PYROSCOPE_TLS_INSECURE", "sure", "using false\n" },
+	{ "PYROSCOPE_TRACE_CORRELATION", "2", "using false\n" },
 };
 
 START_TEST(config_bad_value_prints_one_line_and_uses_default)
@@ -154,6 +158,50 @@ START_TEST(config_bad_value_prints_one_line_and_uses_default)
 	ck_assert_uint_eq(c.upload_interval_ns, 10000000000ull);
 	ck_assert_uint_eq(c.flush_timeout_ns, 3000000000ull);
 	ck_assert_int_eq(c.log_level, PS_LOG_ERROR);
+}
+END_TEST
+
+START_TEST(config_secret_values_are_never_printed)
+{
+	struct ps_config c;
+	char err[512], big[400];
+
+	memset(big, 's', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	set("PYROSCOPE_BASIC_AUTH_PASSWORD", big);
+	ck_assert_int_eq(load(&c, err, sizeof(err)), 1);
+	ck_assert_ptr_null(strstr(err, "sss"));
+	ck_assert_ptr_nonnull(strstr(err, "PYROSCOPE_BASIC_AUTH_PASSWORD=(399 bytes, not shown)"));
+	ck_assert_str_eq(c.auth_password, "");
+}
+END_TEST
+
+START_TEST(config_reads_upload_and_trace_settings)
+{
+	struct ps_config c;
+	char err[256];
+
+	set("PYROSCOPE_LABELS", "a=1");
+	set("PYROSCOPE_TAGS", "b=2");
+	set("PYROSCOPE_CPU_TIMER", "process");
+	set("PYROSCOPE_INGEST_FORMAT", "folded");
+	set("PYROSCOPE_TRACE_CORRELATION", "yes");
+	set("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318/");
+	set("OTEL_TRACES_EXPORTER", "none");
+	ck_assert_int_eq(load(&c, err, sizeof(err)), 0);
+	ck_assert_str_eq(c.tags, "b=2");  /* PYROSCOPE_TAGS wins over its alias */
+	ck_assert_int_eq(c.cpu_timer, 1);
+	ck_assert_int_eq(c.ingest_folded, 1);
+	ck_assert_int_eq(c.trace_correlation, 1);
+	ck_assert_str_eq(c.otlp_endpoint, "http://collector:4318/v1/traces");
+	ck_assert_int_eq(c.otlp_disabled, 1);
+	set("OTEL_EXPORTER_OTLP_ENDPOINT", "http://a:1");
+	set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://b:2/t");
+	set("PYROSCOPE_LABELS", "a=1");
+	load(&c, err, sizeof(err));
+	ck_assert_str_eq(c.otlp_endpoint, "http://b:2/t");  /* used as it is */
+	ck_assert_str_eq(c.tags, "a=1");
+	ck_assert_int_eq(c.cpu_timer, 0);
 }
 END_TEST
 
@@ -261,6 +309,8 @@ main(void)
 	tcase_add_loop_test(tc, config_bad_value_prints_one_line_and_uses_default, 0,
 			    (int)(sizeof(bad) / sizeof(bad[0])));
 	tcase_add_test(tc, config_long_value_is_shortened_in_the_message);
+	tcase_add_test(tc, config_secret_values_are_never_printed);
+	tcase_add_test(tc, config_reads_upload_and_trace_settings);
 	tcase_add_test(tc, config_empty_value_means_unset);
 	tcase_add_test(tc, config_app_name_falls_back_to_otel_then_executable);
 	tcase_add_test(tc, parsers_accept_documented_forms);

@@ -130,6 +130,20 @@ class HostUntouched(ShimTest):
         codes = [run([gen], clean_env(preload=p)).rc for p in (False, True)]
         self.assertEqual(codes[0], codes[1])
 
+    def test_program_with_its_own_sigprof_profiler_gets_only_its_signals(self):
+        # 1 s of CPU at the program's 10 Hz is ~10 signals (at most one per
+        # 4 ms tick, so never more than ~12); the shim's own 1000 Hz timers
+        # would add hundreds.
+        for timer in ("thread", "process"):
+            env = clean_env({"PYROSCOPE_OUTPUT_DIR": self.out, "PYROSCOPE_SAMPLE_RATE": "1000",
+                             "PYROSCOPE_CPU_TIMER": timer})
+            r = run([os.path.join(PROG, "own_sigprof"), "1000"], env)
+            self.assertEqual(r.rc, 0, r.err)
+            self.assertEqual(r.err, b"")
+            n = int(r.out)
+            self.assertGreaterEqual(n, 5, timer)
+            self.assertLessEqual(n, 15, "%s: the program got %d SIGPROFs" % (timer, n))
+
     def test_disabled_shim_writes_nothing(self):
         env = clean_env({"PYROSCOPE_OUTPUT_DIR": self.out, "PYROSCOPE_ENABLED": "false"})
         r = run([os.path.join(PROG, "spin"), "100"], env)
