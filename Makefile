@@ -118,3 +118,73 @@ clean:
 	rm -rf build $(SO) $(BENCH_SO) $(EXAMPLES)
 
 .SECONDARY:
+
+# ---- Sanitizers and fuzzing (test/sanitize.sh, test/fuzz/) ------------------
+# `make sanitize`: the unit tests rebuilt with ASan+UBSan into build/asan/,
+# the plain unit tests under valgrind memcheck, and a ThreadSanitizer
+# hammer of the lock-free tables (test/tsan_tables.c).  None of these links
+# the hooks or the constructor (CORE_OBJ, as for the unit tests).
+ASAN_FLAGS = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
+ASAN_OBJ   = $(CORE_OBJ:build/%=build/asan/%)
+ASAN_TESTS = $(TESTS:build/test/%=build/asan/test/%)
+TSAN_BIN   = build/tsan/tsan_tables
+
+build/asan/gen/%.o: build/gen/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(ASAN_FLAGS) -Wno-error -c $< -o $@
+
+build/asan/%.o: %.c $(GEN_H) $(wildcard shim/*.h uploader/*.h trace/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) $(ASAN_FLAGS) -c $< -o $@
+
+build/asan/libpyroshim_core.a: $(ASAN_OBJ)
+	rm -f $@
+	ar rcs $@ $^
+
+build/asan/test/check_%: test/check_%.c build/asan/libpyroshim_core.a
+	@mkdir -p build/asan/test
+	$(CC) $(CPPFLAGS) -std=c11 -O1 -g -pthread $(WARN) -Wno-unused-parameter $(ASAN_FLAGS) $< \
+	    build/asan/libpyroshim_core.a $(LIBS) $(CHECK_LIBS) -o $@
+
+$(TSAN_BIN): test/tsan_tables.c shim/stacktab.c shim/livetab.c shim/stacktab.h shim/livetab.h shim/ps.h
+	@mkdir -p build/tsan
+	$(CC) $(CPPFLAGS) -std=c11 -O1 -g -pthread $(WARN) -fsanitize=thread $< \
+	    shim/stacktab.c shim/livetab.c -o $@
+
+sanitize: $(ASAN_TESTS) $(TESTS) $(TSAN_BIN)
+	@sh test/sanitize.sh --asan $(ASAN_TESTS) --valgrind $(TESTS) --tsan $(TSAN_BIN)
+
+# libFuzzer targets, one per parser of outside input, each linking only the
+# sources it exercises (compiled by clang with ASan+UBSan).  `make fuzz`
+# runs each for FUZZ_SECONDS; `make fuzz-smoke` for 5 s each (CI).
+FUZZ_CC      = clang
+FUZZ_SECONDS ?= 60
+FUZZ_FLAGS   = -std=c11 -g -O1 -fno-omit-frame-pointer \
+	       -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all $(WARN)
+FUZZ_NAMES   = traceparent span otlp_headers config_values config_env tags ingest_url headers
+FUZZ_BINS    = $(FUZZ_NAMES:%=build/fuzz/fuzz_%)
+FUZZ_SRC_traceparent   = trace/traceparent.c
+FUZZ_SRC_span          = trace/span.c trace/traceparent.c
+FUZZ_SRC_otlp_headers  = trace/otlp.c trace/span.c trace/traceparent.c uploader/buf.c build/gen/otlp.pb.c
+FUZZ_LIBS_otlp_headers = -lprotobuf-nanopb
+FUZZ_SRC_config_values = shim/config.c shim/log.c
+FUZZ_SRC_config_env    = shim/config.c shim/log.c
+FUZZ_SRC_tags          = uploader/tags.c
+FUZZ_SRC_ingest_url    = uploader/ingest.c uploader/buf.c
+FUZZ_SRC_headers       = uploader/headers.c
+
+fuzz: $(FUZZ_BINS)
+	@sh test/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_BINS)
+
+fuzz-smoke: $(FUZZ_BINS)
+	@sh test/fuzz/run.sh 5 $(FUZZ_BINS)
+
+.PHONY: fuzz-smoke sanitize
+
+# Second expansion lets each target list its own sources; it is enabled
+# here, after every other rule, so no earlier rule is affected.
+.SECONDEXPANSION:
+build/fuzz/fuzz_%: test/fuzz/fuzz_%.c test/fuzz/fuzz.h $$(FUZZ_SRC_$$*) $(GEN_H) \
+		   $(wildcard shim/*.h uploader/*.h trace/*.h)
+	@mkdir -p build/fuzz
+	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_FLAGS) $< $(FUZZ_SRC_$*) $(FUZZ_LIBS_$*) -o $@
