@@ -83,80 +83,48 @@ count_args(va_list ap)
 	return n;
 }
 
+enum { L_PATH, L_SEARCH, L_ENV };
+
 /* execl, execlp and execle collect their arguments and go through the
  * vector forms above, which do the disarming. */
-#define COLLECT(arg0, argv, n, ap)                          \
-	do {                                                \
-		argv[0] = (char *)arg0;                     \
-		for (size_t i_ = 1; i_ <= n; i_++)          \
-			argv[i_] = va_arg(ap, char *);      \
-	} while (0)
-
-PS_EXPORT int
-execl(const char *path, const char *arg0, ...)
+static int
+execl_common(int kind, const char *target, const char *arg0, va_list ap)
 {
-	va_list ap, cp;
-	size_t n;
+	char *const *envp = NULL;
+	va_list cp;
+	size_t n, i;
 
-	va_start(ap, arg0);
 	va_copy(cp, ap);
 	n = count_args(cp);
 	va_end(cp);
 	if (n >= MAX_ARGS) {
-		va_end(ap);
 		errno = E2BIG;
 		return -1;
 	}
 	char *argv[n + 1];
-	COLLECT(arg0, argv, n - 1, ap);
+	argv[0] = (char *)arg0;
+	for (i = 1; i < n; i++)
+		argv[i] = va_arg(ap, char *);
 	argv[n] = NULL;
-	va_end(ap);
-	return execv(path, argv);
-}
-
-PS_EXPORT int
-execlp(const char *file, const char *arg0, ...)
-{
-	va_list ap, cp;
-	size_t n;
-
-	va_start(ap, arg0);
-	va_copy(cp, ap);
-	n = count_args(cp);
-	va_end(cp);
-	if (n >= MAX_ARGS) {
-		va_end(ap);
-		errno = E2BIG;
-		return -1;
+	if (kind == L_ENV) {
+		(void)va_arg(ap, char *);  /* the NULL that ends the list */
+		envp = va_arg(ap, char *const *);
+		return execve(target, argv, envp);
 	}
-	char *argv[n + 1];
-	COLLECT(arg0, argv, n - 1, ap);
-	argv[n] = NULL;
-	va_end(ap);
-	return execvp(file, argv);
+	return kind == L_SEARCH ? execvp(target, argv) : execv(target, argv);
 }
 
-PS_EXPORT int
-execle(const char *path, const char *arg0, ...)
-{
-	va_list ap, cp;
-	char *const *envp;
-	size_t n;
-
-	va_start(ap, arg0);
-	va_copy(cp, ap);
-	n = count_args(cp);
-	va_end(cp);
-	if (n >= MAX_ARGS) {
-		va_end(ap);
-		errno = E2BIG;
-		return -1;
+#define EXECL_HOOK(name, kind)                                          \
+	PS_EXPORT int name(const char *target, const char *arg0, ...)   \
+	{                                                               \
+		va_list ap;                                             \
+		int rc;                                                 \
+		va_start(ap, arg0);                                     \
+		rc = execl_common(kind, target, arg0, ap);              \
+		va_end(ap);                                             \
+		return rc;                                              \
 	}
-	char *argv[n + 1];
-	COLLECT(arg0, argv, n - 1, ap);
-	argv[n] = NULL;
-	(void)va_arg(ap, char *);  /* the NULL that ends the list */
-	envp = va_arg(ap, char *const *);
-	va_end(ap);
-	return execve(path, argv, envp);
-}
+
+EXECL_HOOK(execl, L_PATH)
+EXECL_HOOK(execlp, L_SEARCH)
+EXECL_HOOK(execle, L_ENV)
