@@ -31,7 +31,9 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <link.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -344,12 +346,52 @@ symtab_free(struct symtab *t)
 	memset(t, 0, sizeof(*t));
 }
 
+/* The separate debug file of e, found by its GNU build id the way gdb
+ * finds it: /usr/lib/debug/.build-id/xx/yyyy.debug (Debian's -dbg and
+ * -dbgsym packages install there).  Stripped system libraries -- libc
+ * first of all -- keep only their exported symbols in .dynsym; the debug
+ * file has the .symtab with every static function.  Returns 0 or -ENOENT. */
+static int
+debug_file_path(const struct elf *e, char *out, size_t len)
+{
+	const ElfW(Nhdr) *nh;
+	const uint8_t *desc;
+	uint64_t off, end;
+	size_t i, k, n;
+
+	for (i = 0; i < e->shnum; i++) {
+		if (e->sh[i].sh_type != SHT_NOTE || !in_file(e, e->sh[i].sh_offset, e->sh[i].sh_size, 4))
+			continue;
+		off = e->sh[i].sh_offset;
+		end = off + e->sh[i].sh_size;
+		while (off + sizeof(*nh) <= end) {
+			nh = (const void *)(e->p + off);
+			desc = e->p + off + sizeof(*nh) + ((nh->n_namesz + 3) & ~3u);
+			if (desc + nh->n_descsz > e->p + end)
+				break;
+			if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 &&
+			    !memcmp(e->p + off + sizeof(*nh), "GNU", 4) && nh->n_descsz >= 2 &&
+			    nh->n_descsz <= 64) {
+				n = (size_t)snprintf(out, len, "/usr/lib/debug/.build-id/%02x/", desc[0]);
+				for (k = 1; k < nh->n_descsz && n + 3 < len; k++)
+					n += (size_t)snprintf(out + n, len - n, "%02x", desc[k]);
+				return n + 7 < len && snprintf(out + n, len - n, ".debug") > 0 ? 0 : -ENOENT;
+			}
+			off = (uint64_t)(desc - e->p) + ((nh->n_descsz + 3) & ~3u);
+		}
+	}
+	return -ENOENT;
+}
+
 /* Read the function symbols of the ELF file at path into t (empty on
  * entry).  mem/phnum: the loaded image's program headers, or NULL.
+ * `debug`: path is a separate debug file (do not look for another).
  * Returns 0, -errno of open/fstat/mmap, -ENOEXEC, -ESTALE, -ENOMEM. */
 static int
-load_file(const char *path, const ElfW(Phdr) *mem, uint32_t phnum, struct symtab *t)
+load_file_at(const char *path, const ElfW(Phdr) *mem, uint32_t phnum, struct symtab *t,
+	     int debug)
 {
+	char dbg[PATH_MAX];
 	struct elf e = { 0 };
 	struct stat sb;
 	void *p;
@@ -375,6 +417,14 @@ load_file(const char *path, const ElfW(Phdr) *mem, uint32_t phnum, struct symtab
 		rc = phdrs_match(&e, mem, phnum);
 	if (rc == 0)
 		rc = collect(&e, find_section(&e, SHT_SYMTAB), t);
+	if (rc == 0 && t->n == 0 && !debug && debug_file_path(&e, dbg, sizeof(dbg)) == 0) {
+		/* The debug file's symbols have the same link-time addresses. */
+		symtab_free(t);
+		if (load_file_at(dbg, NULL, 0, t, 1) != 0 || t->n == 0) {
+			symtab_free(t);
+			t->names = (struct ps_buf)PS_BUF_INIT(MAX_SYMNAMES);
+		}
+	}
 	if (rc == 0 && t->n == 0)
 		rc = collect(&e, find_section(&e, SHT_DYNSYM), t);
 	munmap(p, e.size);
@@ -388,6 +438,12 @@ load_file(const char *path, const ElfW(Phdr) *mem, uint32_t phnum, struct symtab
 
 /* The symbol covering off (a link-time address), or NULL.  A sized symbol
  * that contains off wins over an unsized one before it. */
+static int
+load_file(const char *path, const ElfW(Phdr) *mem, uint32_t phnum, struct symtab *t)
+{
+	return load_file_at(path, mem, phnum, t, 0);
+}
+
 static const struct sym *
 find_sym(const struct symtab *t, uint64_t off)
 {

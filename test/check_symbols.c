@@ -2,6 +2,7 @@
  * .dynsym, C++ demangling, the special results, truncation, the IP cache,
  * and parsing of truncated or corrupted ELF files. */
 #include <check.h>
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -466,9 +467,30 @@ symbols_suite(void)
 	tcase_add_test(tc, symbols_reads_real_file_and_rejects_non_elf);
 	tcase_add_test(tc, symbols_survives_truncated_elf);
 	tcase_add_test(tc, symbols_survives_corrupted_elf);
+	tcase_add_test(tc, symbols_reads_separate_debug_file_by_build_id);
 	suite_add_tcase(s, tc);
 	return s;
 }
+
+/* A stripped library's static functions come from its separate debug file,
+ * found by build id (Debian's libc6-dbg installs libc's). */
+START_TEST(symbols_reads_separate_debug_file_by_build_id)
+{
+	const char *libc = "/lib/x86_64-linux-gnu/libc.so.6";
+	size_t n = 0;
+	DIR *d = opendir("/usr/lib/debug/.build-id");
+
+	if (!d) {
+		fprintf(stderr, "skipped: no /usr/lib/debug/.build-id (install libc6-dbg)\n");
+		return;
+	}
+	closedir(d);
+	ck_assert_int_eq(ps_symbols_load_file_for_test(libc, &n), 0);
+	/* libc exports about 3000 functions; its .symtab has several times
+	 * more (static helpers such as __vfprintf_internal). */
+	ck_assert_msg(n > 6000, "only %zu symbols: debug file not used", n);
+}
+END_TEST
 
 int
 main(void)
