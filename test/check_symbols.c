@@ -443,6 +443,26 @@ START_TEST(symbols_survives_corrupted_elf)
 }
 END_TEST
 
+/* A stripped library's static functions come from its separate debug file,
+ * found by build id (Debian's libc6-dbg installs libc's). */
+START_TEST(symbols_reads_separate_debug_file_by_build_id)
+{
+	const char *libc = "/lib/x86_64-linux-gnu/libc.so.6";
+	size_t n = 0;
+	DIR *d = opendir("/usr/lib/debug/.build-id");
+
+	if (!d) {
+		fprintf(stderr, "skipped: no /usr/lib/debug/.build-id (install libc6-dbg)\n");
+		return;
+	}
+	closedir(d);
+	ck_assert_int_eq(ps_symbols_load_file_for_test(libc, &n), 0);
+	/* libc exports about 3000 functions; its .symtab has several times
+	 * more (static helpers such as __vfprintf_internal). */
+	ck_assert_msg(n > 6000, "only %zu symbols: debug file not used", n);
+}
+END_TEST
+
 static Suite *
 symbols_suite(void)
 {
@@ -471,26 +491,6 @@ symbols_suite(void)
 	suite_add_tcase(s, tc);
 	return s;
 }
-
-/* A stripped library's static functions come from its separate debug file,
- * found by build id (Debian's libc6-dbg installs libc's). */
-START_TEST(symbols_reads_separate_debug_file_by_build_id)
-{
-	const char *libc = "/lib/x86_64-linux-gnu/libc.so.6";
-	size_t n = 0;
-	DIR *d = opendir("/usr/lib/debug/.build-id");
-
-	if (!d) {
-		fprintf(stderr, "skipped: no /usr/lib/debug/.build-id (install libc6-dbg)\n");
-		return;
-	}
-	closedir(d);
-	ck_assert_int_eq(ps_symbols_load_file_for_test(libc, &n), 0);
-	/* libc exports about 3000 functions; its .symtab has several times
-	 * more (static helpers such as __vfprintf_internal). */
-	ck_assert_msg(n > 6000, "only %zu symbols: debug file not used", n);
-}
-END_TEST
 
 int
 main(void)
