@@ -457,9 +457,10 @@ START_TEST(symbols_reads_separate_debug_file_by_build_id)
 	}
 	closedir(d);
 	ck_assert_int_eq(ps_symbols_load_file_for_test(libc, &n), 0);
-	/* libc exports about 3000 functions; its .symtab has several times
-	 * more (static helpers such as __vfprintf_internal). */
-	ck_assert_msg(n > 6000, "only %zu symbols: debug file not used", n);
+	/* Debian 12's libc exports functions at about 2300 distinct
+	 * addresses; its debug file's .symtab adds the static helpers
+	 * (__vfprintf_internal, start_thread, ...), about 3700 in all. */
+	ck_assert_msg(n > 3000, "only %zu symbols: debug file not used", n);
 }
 END_TEST
 
