@@ -59,6 +59,7 @@ ps_livetab_insert(struct ps_livetab *t, const void *p, uint64_t size, uint64_t w
 {
 	uint32_t b = ps_livetab_bucket(p, PS_LIVE_SLOTS), i;
 	struct ps_live_slot *s;
+	uint32_t seq;
 	uintptr_t k;
 
 	for (i = 0; i < MAX_PROBE; i++) {
@@ -70,9 +71,13 @@ ps_livetab_insert(struct ps_livetab *t, const void *p, uint64_t size, uint64_t w
 							     memory_order_acquire,
 							     memory_order_relaxed))
 			continue;
-		s->stack = stack;
-		s->size = size;
-		s->weight = weight;
+		seq = atomic_load_explicit(&s->seq, memory_order_relaxed);
+		atomic_store_explicit(&s->seq, seq + 1, memory_order_relaxed);
+		atomic_thread_fence(memory_order_release);
+		atomic_store_explicit(&s->stack, stack, memory_order_relaxed);
+		atomic_store_explicit(&s->size, size, memory_order_relaxed);
+		atomic_store_explicit(&s->weight, weight, memory_order_relaxed);
+		atomic_store_explicit(&s->seq, seq + 2, memory_order_release);
 		filter_add(t, p, 1);
 		atomic_fetch_add_explicit(&t->live, 1, memory_order_relaxed);
 		atomic_store_explicit(&s->key, (uintptr_t)p, memory_order_release);
@@ -113,7 +118,7 @@ ps_livetab_each(struct ps_livetab *t,
 {
 	struct ps_live_slot *s;
 	uint64_t size, weight;
-	uint32_t i, stack;
+	uint32_t i, stack, seq;
 	uintptr_t k;
 
 	for (i = 0; i < PS_LIVE_SLOTS; i++) {
@@ -121,11 +126,15 @@ ps_livetab_each(struct ps_livetab *t,
 		k = atomic_load_explicit(&s->key, memory_order_acquire);
 		if (k <= K_BUSY)
 			continue;
-		stack = s->stack;
-		size = s->size;
-		weight = s->weight;
-		/* Re-check: the block may have been freed while we read it. */
-		if (atomic_load_explicit(&s->key, memory_order_acquire) != k)
+		seq = atomic_load_explicit(&s->seq, memory_order_acquire);
+		stack = atomic_load_explicit(&s->stack, memory_order_relaxed);
+		size = atomic_load_explicit(&s->size, memory_order_relaxed);
+		weight = atomic_load_explicit(&s->weight, memory_order_relaxed);
+		atomic_thread_fence(memory_order_acquire);
+		/* Re-check: the block may have been freed, or freed and its
+		 * address inserted again, while we read it. */
+		if ((seq & 1) || atomic_load_explicit(&s->seq, memory_order_relaxed) != seq ||
+		    atomic_load_explicit(&s->key, memory_order_relaxed) != k)
 			continue;
 		fn(arg, stack, size, weight);
 	}

@@ -25,12 +25,17 @@
 #define PS_LIVE_SLOTS (1u << 16)
 #define PS_LIVE_FILTER (1u << 16)
 
+/* The fields after key are a seqlock's data: written only by the thread
+ * that holds the slot BUSY, between two increments of seq (odd while it
+ * writes); the reader retries or skips when seq moved.  A key check alone
+ * is not enough: a freed block's address comes back from malloc and is
+ * often re-inserted into the same slot (ABA). */
 struct ps_live_slot {
 	_Atomic uintptr_t key;   /* 0 empty, 1 tombstone, 2 busy, else the pointer */
-	uint32_t stack;          /* stacktab slot of the allocating stack */
-	uint32_t pad;
-	uint64_t size;           /* requested bytes */
-	uint64_t weight;         /* unbiasing weight x PS_FIXED_ONE */
+	_Atomic uint32_t stack;  /* stacktab slot of the allocating stack */
+	_Atomic uint32_t seq;    /* even: stable; odd: being written */
+	_Atomic uint64_t size;   /* requested bytes */
+	_Atomic uint64_t weight; /* unbiasing weight x PS_FIXED_ONE */
 };
 
 struct ps_livetab {

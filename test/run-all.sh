@@ -1,6 +1,7 @@
 #!/bin/sh
-# `make check`: lint, unit tests, integration tests; then one closing line
-# "check: N passed, N failed" counting the three suites.
+# `make check`: lint, unit tests, the unit tests under sanitizers and
+# valgrind, a short fuzzing run, integration tests; then one closing line
+# "check: N passed, N failed" counting the suites.
 cd "$(dirname "$0")/.." || exit 1
 pass=0; fail=0
 run() {
@@ -8,6 +9,8 @@ run() {
 }
 run sh test/lint.sh
 run sh test/run-unit.sh "$@"
+run make -s sanitize
+run make -s fuzz-smoke
 run python3 test/integration/run.py
 echo "check: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""Write the seed corpora of test/fuzz/corpus/<target>/ (valid and invalid
+examples of each input, in the byte layout each target's header comment
+describes).  Run it again after changing a layout; files it did not write
+(e.g. minimised crash inputs kept as regressions) are left alone.
+
+    python3 test/fuzz/make_corpus.py
+"""
+import os
+import struct
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TP = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+SEEDS = {
+    "traceparent": [
+        TP, TP.replace("-01", "-00"), "01" + TP[2:] + "-extra", "01" + TP[2:],
+        "ff" + TP[2:], TP.upper(), TP + "x", TP[:-1],
+        "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+        "", "rojo=00f067aa0ba902b7,congo=t61rcWkgMzE",
+        "a=1, b=2 ,\tc=3,,", "a=1,a=2", "t@s=v", "1t@s=v", "t@S=v",
+        "k=" + "v" * 256, "k=" + "v" * 257, "k=v ", "k= v",
+        ",".join("k%d=v" % i for i in range(33)),
+    ],
+    "otlp_headers": [
+        b"\x10api-key=secret,x-org=acme", b"\x10a=b%20c, d = e ,,",
+        b"\x10bad name=x,ok=%41%4a", b"\x10cr=%0d%0a,tab=a%09b,bad=%zz",
+        b"\x02a=1,b=2,c=3", b"\x90a=1,b=2", b"\x10=novalue,noeq,x=",
+    ],
+    "config_values": [
+        "10s", "500ms", "1m", "2h", "15", "0s", "999999999999999h",
+        "1000000000000000", "512k", "512KiB", "8M", "8MiB", "1G", "1GiB",
+        "16777216G", "-1", "1.5s", " 1s", "error", "WARN", "warning", "Info",
+        "debug", "true", "FALSE", "yes", "off", "1", "0", "maybe",
+        struct.pack("<QQ", 1, 1000) + b"100",
+        struct.pack("<QQ", 0, 2**64 - 1) + b"18446744073709551615",
+        struct.pack("<QQ", 0, 2**64 - 1) + b"9999999999999999999",
+        struct.pack("<QQ", 5, 3) + b"4",
+    ],
+    "tags": [
+        b"\x10env=dev,region=eu-west-1\x00trace_id\x00abc\x00my-app",
+        b"\x03 env = dev , ,k2=v 2,\x00env\x00other\x00 app name ",
+        b"\x01__name__=x,bad-name=y,v={x},w=a=b,dup=1,dup=2\x00k\x00v\x00\xc3\xa9t\xc3\xa9",
+        b"\x00" + ",".join("k%d=v" % i for i in range(32)).encode() + b"\x00k99\x00v\x00a",
+        b"\x07x=\xff\xfe,y=\xe2\x82\xac,z=a\nb\x00\x00\x00",
+        b"\x05k=" + b"v" * 600 + b"\x00" + b"k" * 200 + b"\x00v\x00" + b"a" * 300,
+    ],
+    "headers": [
+        '{"X-Foo":"bar","X-Baz":"q"}', ' { "Authorization" : "Bearer t" } ',
+        '{}', '', '{"a":"\\u00e9\\ud83d\\ude00\\n"}', '{"a":"\\ud83d"}',
+        '{"X":"a\\r\\nInjected: 1"}', '{"Content-Type":"x","x":"1","X":"2"}',
+        '{"bad name":"v","ok":"  "}', '{"a":1}', '{"a":{"b":"c"}}', '["a"]',
+        '{"a":"b"} x', '{"a":"b",}', '{"a":"\\/\\b\\f\\t\\"\\\\"}',
+        "{" + ",".join('"h%d":"v"' % i for i in range(40)) + "}",
+    ],
+}
+
+
+def ingest_seed(lens, times, server, name):
+    return bytes(lens) + struct.pack("<QQ", *times) + server + b"\0" + name
+
+
+T0 = 1700000000000000000
+SEEDS["ingest_url"] = [
+    ingest_seed((255, 255, 255), (T0, T0 + 10**10), b"http://localhost:4040",
+                b"app{env=dev}"),
+    ingest_seed((255, 255, 255), (T0, 0), b"https://user:p%40ss@host.example/pyroscope/",
+                b"app.cpu{}"),
+    ingest_seed((255, 255, 255), (0, 0), b"HTTPS://[::1]:443", b"a b&c=d"),
+    ingest_seed((10, 4, 4), (T0, T0), b"http://u:p@averylonghostname:1",
+                b"\xe2\x82\xac"),
+    ingest_seed((255, 255, 255), (T0 + 1, T0), b"ftp://host", b"x"),
+    ingest_seed((255, 255, 255), (2**64 - 1, 0), b"http://host:0", b"x"),
+    ingest_seed((255, 255, 255), (0, 0), b"http://host:65536/p?q#f", b""),
+    ingest_seed((255, 255, 255), (0, 0), b"http://%zz@host", b"n"),
+    ingest_seed((255, 255, 255), (0, 0), b"http://a@b@host/x@y//", b"n"),
+    ingest_seed((255, 255, 255), (0, 0), b"http:///path", b"n"),
+]
+
+# span: flags byte (bit i: field i NULL), then TRACEPARENT, TRACESTATE,
+# application name, span-name override.
+SEEDS["span"] = [
+    b"\x00" + TP.encode() + b"\0rojo=1,congo=2\0com.acme.gen\0",
+    b"\x00" + TP.encode() + b"\0bad state=\0gen\0custom",
+    b"\x03\0\0app\0",
+    b"\x00garbage\0a=1\0a.b.\0",
+    b"\x0c" + TP.encode() + b"\0\0\0",
+    b"\x00\0\0" + "é".encode() * 100 + b"\0",
+    b"\x00\0\0x\0" + "€".encode() * 60,
+]
+
+# config_env: executable path, then NAME=value records.
+SEEDS["config_env"] = [
+    b"/usr/bin/prog\0PYROSCOPE_SAMPLE_RATE=250\0PYROSCOPE_UPLOAD_INTERVAL=500ms\0"
+    b"PYROSCOPE_LOG_LEVEL=debug\0PYROSCOPE_ENABLED=false",
+    b"/bin/x\0PYROSCOPE_SAMPLE_RATE=0\0PYROSCOPE_STACK_MEMORY=1k\0"
+    b"PYROSCOPE_FLUSH_TIMEOUT=1h\0PYROSCOPE_ALLOC_SAMPLE_BYTES=2T",
+    b"\0PYROSCOPE_APPLICATION_NAME=a/b\x01c\0OTEL_SERVICE_NAME=svc",
+    b"/p\0PYROSCOPE_OUTPUT_DIR=" + b"d" * 5000 + b"\0PYROSCOPE_SERVER_ADDRESS=http://h:4040",
+    b"/\0OTEL_SERVICE_NAME=\0PYROSCOPE_APPLICATION_NAME=",
+    b"relative\0PYROSCOPE_ALLOC_SAMPLE_BYTES=512KiB\0PYROSCOPE_ALLOC_SAMPLE_BYTES=1",
+]
+
+
+def main():
+    for target, seeds in SEEDS.items():
+        d = os.path.join(HERE, "corpus", target)
+        os.makedirs(d, exist_ok=True)
+        for i, s in enumerate(seeds):
+            if isinstance(s, str):
+                s = s.encode()
+            with open(os.path.join(d, "seed-%02d" % i), "wb") as f:
+                f.write(s)
+
+
+if __name__ == "__main__":
+    main()
