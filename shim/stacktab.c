@@ -167,3 +167,18 @@ ps_stacktab_get(const struct ps_stacktab *t, uint32_t i, const uintptr_t **ips, 
 	*truncated = s->truncated;
 	return 1;
 }
+
+int
+ps_stacktab_empty(const struct ps_stacktab *t)
+{
+	uint32_t i;
+	int k;
+
+	if (atomic_load_explicit(&t->pool_used, memory_order_relaxed) != 0)
+		return 0;
+	for (i = 0; i < PS_NSPECIAL; i++)
+		for (k = 0; k < PS_NVALUES; k++)
+			if (atomic_load_explicit(&t->slots[i].v[k], memory_order_relaxed))
+				return 0;
+	return 1;
+}

@@ -81,6 +81,10 @@ void ps_stacktab_add_special(struct ps_stacktab *t, uint32_t slot, const uint64_
 int ps_stacktab_get(const struct ps_stacktab *t, uint32_t i, const uintptr_t **ips,
 		    int *depth, int *truncated);
 
+/* 1 if nothing was ever recorded (no stack stored, no special slot used).
+ * Context: any thread. */
+int ps_stacktab_empty(const struct ps_stacktab *t);
+
 static inline uint32_t
 ps_stacktab_size(const struct ps_stacktab *t)
 {

@@ -176,6 +176,11 @@ ps_export_run(struct ps_export *x, int final)
 
 	if (!x->st)
 		return 0;
+	/* Most children of a shell or of make never record anything: skip
+	 * the fold, which would touch megabytes of untouched table pages. */
+	if (!x->ready && ps_stacktab_empty(x->st) &&
+	    (!x->lt || atomic_load_explicit(&x->lt->live, memory_order_relaxed) == 0))
+		return 0;
 	if (!x->ready) {
 		rc = ps_fold_init(&x->fold, ps_stacktab_size(x->st), x->skip_lo, x->skip_hi);
 		if (rc)
