@@ -21,8 +21,10 @@
 #include "log.h"
 #include "ps.h"
 #include "sampler.h"
+#include "unwind.h"
 
 typedef int (*sigaction_fn)(int, const struct sigaction *, struct sigaction *);
+typedef int (*sigprocmask_fn)(int, const sigset_t *, sigset_t *);
 typedef int (*setitimer_fn)(int, const struct itimerval *, struct itimerval *);
 
 static void
@@ -93,4 +95,31 @@ setitimer(__itimer_which_t which, const struct itimerval *val, struct itimerval 
 	    !ps_guard_held())
 		step_aside("arms ITIMER_PROF itself");
 	return real(which, val, old);
+}
+
+/* libunwind (loaded privately, used by the shim alone) blocks every signal
+ * around each use of its cache lock: two system calls per frame, most of
+ * the cost of a sample.  The shim never re-enters libunwind on a thread
+ * that is inside it (ps_unwind_active() stops every nested capture, in the
+ * SIGPROF handler and in the allocation hooks alike), which is what that
+ * masking protects against, so during a capture those calls are answered
+ * without a system call.  Every other call -- all of the program's -- goes
+ * to the C library unchanged. */
+PS_EXPORT int
+sigprocmask(int how, const sigset_t *set, sigset_t *old)
+{
+	static sigprocmask_fn real;
+
+	if (ps_unwind_active()) {
+		if (old)
+			sigemptyset(old);
+		return 0;
+	}
+	if (!real)
+		real = (sigprocmask_fn)dlsym(RTLD_NEXT, "sigprocmask");
+	if (!real) {
+		errno = ENOSYS;
+		return -1;
+	}
+	return real(how, set, old);
 }

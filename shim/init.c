@@ -197,6 +197,7 @@ ps_process_set_args(int argc, const char *const *argv)
 static void
 on_fork_child(void)
 {
+	ps_unwind_fork_child();
 	if (!atomic_load(&g.pid))
 		return;
 	atomic_store(&g.pid, (int)getpid());
@@ -253,7 +254,8 @@ start_export(struct ps_config *c)
 	output_dir(c, x->remote.on, x->dir, sizeof(x->dir));
 	if (x->nlabels)
 		ps_info("trace_id %s, root span_id %s", x->trace_hex, x->span_hex);
-	if (ps_worker_start(x, c->upload_interval_ns))
+	/* Lazily only when allocation sampling will poke it. */
+	if (ps_worker_start(x, c->upload_interval_ns, c->alloc_enabled))
 		ps_warn("uploader thread not started: profiles are written at exit only");
 }
 
@@ -275,7 +277,7 @@ start(void)
 		return;
 	}
 	start_export(c);
-	if (pthread_atfork(NULL, NULL, on_fork_child))
+	if (pthread_atfork(ps_unwind_fork_prepare, ps_unwind_fork_parent, on_fork_child))
 		ps_warn("fork handler not installed");
 	atomic_store(&g.pid, (int)getpid());
 	if (c->cpu_enabled) {

@@ -7,6 +7,8 @@
 #include <elf.h>
 #include <errno.h>
 #include <libunwind.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <sys/auxv.h>
 
@@ -32,6 +34,59 @@ static size_t main_phnum;
 static PS_TLS int t_active;       /* inside a capture on this thread */
 static PS_TLS uintptr_t t_cur_ip; /* frame libunwind is looking up */
 static PS_TLS int t_warm;         /* libunwind's TLS exists on this thread */
+
+/* Fork quiescence.  Debian's libunwind 1.6 is built without __thread, so
+ * UNW_CACHE_PER_THREAD silently becomes UNW_CACHE_GLOBAL, whose cache is
+ * guarded by a pthread mutex.  A fork while another thread holds it leaves
+ * the child's copy locked for ever, and the child's first capture hangs.
+ * So a fork waits until no thread is inside libunwind, and captures that
+ * start meanwhile give up (leaf only).  `inside` counts threads between
+ * enter() and leave(); both are seq_cst, so either the capture sees
+ * `fork_pending` or the forking thread sees it counted (Dekker). */
+static _Atomic int fork_pending;
+static _Atomic int inside;
+
+PS_SIGSAFE static int
+enter(void)
+{
+	atomic_fetch_add(&inside, 1);
+	if (PS_UNLIKELY(atomic_load(&fork_pending))) {
+		atomic_fetch_sub(&inside, 1);
+		return -1;
+	}
+	return 0;
+}
+
+PS_SIGSAFE static void
+leave(void)
+{
+	atomic_fetch_sub(&inside, 1);
+}
+
+void
+ps_unwind_fork_prepare(void)
+{
+	/* A host signal handler may fork while this very thread is inside a
+	 * capture; do not wait for ourselves. */
+	int self = t_active ? 1 : 0;
+
+	atomic_store(&fork_pending, 1);
+	while (atomic_load(&inside) > self)
+		sched_yield();
+}
+
+void
+ps_unwind_fork_parent(void)
+{
+	atomic_store(&fork_pending, 0);
+}
+
+void
+ps_unwind_fork_child(void)
+{
+	atomic_store(&inside, t_active ? 1 : 0);
+	atomic_store(&fork_pending, 0);
+}
 
 int
 ps_unwind_active(void)
@@ -125,6 +180,8 @@ ps_unwind_signal(void *ucontext, uintptr_t *ips, int max)
 	ips[0] = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
 	if (!unw.loaded || !t_warm || t_active || max < 2)
 		return 1;
+	if (enter())
+		return 1;
 	t_active = 1;
 	if (unw.init_local2(&cur, (unw_context_t *)ucontext, UNW_INIT_SIGNAL_FRAME)) {
 		n = 1;
@@ -134,6 +191,7 @@ ps_unwind_signal(void *ucontext, uintptr_t *ips, int max)
 			n = 1;
 	}
 	t_active = 0;
+	leave();
 	return n;
 }
 
@@ -146,10 +204,13 @@ ps_unwind_here(uintptr_t *ips, int max)
 
 	if (!unw.loaded || t_active || max < 1)
 		return 0;
+	if (enter())
+		return 0;
 	t_active = 1;
 	if (unw.getcontext(&ctx) == 0 && unw.init_local(&cur, &ctx) == 0)
 		n = walk(&cur, ips, max, 0);
 	t_active = 0;
+	leave();
 	return n;
 }
 

@@ -50,6 +50,13 @@ int ps_unwind_here(uintptr_t *ips, int max);
 /* Non-zero while this thread is inside a capture. */
 int ps_unwind_active(void);
 
+/* pthread_atfork handlers: prepare waits until no thread is inside
+ * libunwind (whose global cache lock would stay locked in the child), and
+ * captures fail fast until parent/child run.  Context: fork only. */
+void ps_unwind_fork_prepare(void);
+void ps_unwind_fork_parent(void);
+void ps_unwind_fork_child(void);
+
 /* dl_iterate_phdr as seen by libunwind during a capture: calls cb once, for
  * the object containing the frame being unwound.  Async-signal-safe. */
 int ps_unwind_iterate_phdr(int (*cb)(struct dl_phdr_info *, size_t, void *),
