@@ -132,7 +132,7 @@ slow(void *p, size_t n)
 		return;
 	ps_guard_enter();
 	t_left = ps_alloc_slow(p, n);
-	ps_worker_poke();  /* a fork child starts its uploader here */
+	ps_worker_poke(0);  /* the uploader thread starts here, when due */
 	ps_guard_leave();
 }
 

@@ -21,6 +21,7 @@
 #include "ps.h"
 #include "sampler.h"
 #include "unwind.h"
+#include "worker.h"
 
 struct start {
 	void *(*fn)(void *);
@@ -58,6 +59,8 @@ pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), vo
 		return EAGAIN;
 	shim = ps_guard_held();
 	ps_guard_enter();
+	if (!shim)
+		ps_worker_poke(1);  /* no longer single-threaded: start ours now */
 	s = malloc(sizeof(*s));
 	ps_guard_leave();
 	if (!s)

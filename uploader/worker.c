@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 
 #include "guard.h"
@@ -19,8 +20,9 @@ static struct ps_export *exp_state;
 static uint64_t interval;
 /* 1 while a worker thread exists in this process; 0 in a fresh fork child. */
 static _Atomic int running;
-/* Set in a fork child until the thread is started again. */
+/* Set while the thread is due to be started (ps_worker_poke). */
 static _Atomic int wanted;
+static _Atomic uint64_t wanted_at;  /* CLOCK_MONOTONIC ns */
 
 static uint64_t
 mono_ns(void)
@@ -48,11 +50,14 @@ min_u64(uint64_t a, uint64_t b)
 static void *
 main_loop(void *arg)
 {
-	uint64_t next = mono_ns() + interval, wake_at, now;
+	/* A lazily started thread is already due for its first pass. */
+	uint64_t next = atomic_load(&wanted_at), wake_at, now;
 	struct timespec ts;
 
 	(void)arg;
 	ps_guard_enter();  /* for the thread's whole life */
+	/* Named from inside: naming from outside opens /proc/self/task/N/comm. */
+	(void)prctl(PR_SET_NAME, "pyroshim", 0, 0, 0);
 	pthread_mutex_lock(&lock);
 	while (!stopping) {
 		/* Wake for the next pass, or earlier for a retry that is due. */
@@ -94,7 +99,6 @@ spawn(void)
 	pthread_attr_destroy(&attr);
 	if (rc)
 		return -rc;
-	pthread_setname_np(t, "pyroshim");
 	atomic_store(&running, 1);
 	return 0;
 }
@@ -113,12 +117,19 @@ init_sync(void)
 }
 
 int
-ps_worker_start(struct ps_export *x, uint64_t interval_ns)
+ps_worker_start(struct ps_export *x, uint64_t interval_ns, int lazy)
 {
 	exp_state = x;
 	interval = interval_ns;
 	init_sync();
-	return spawn();
+	atomic_store(&wanted_at, mono_ns() + interval);
+	if (!lazy)
+		return spawn();
+	/* The first pass is one interval away: until then there is no thread,
+	 * and a program that ends sooner never gets one.  (A second thread
+	 * costs a single-threaded program glibc's lock-free malloc paths.) */
+	atomic_store(&wanted, 1);
+	return 0;
 }
 
 void
@@ -151,18 +162,21 @@ ps_worker_child(void)
 {
 	init_sync();
 	atomic_store(&running, 0);
+	atomic_store(&wanted_at, mono_ns() + interval);
 	atomic_store(&wanted, exp_state != NULL);
 }
 
 void
-ps_worker_poke(void)
+ps_worker_poke(int now)
 {
 	int expected = 1;
 
 	if (PS_LIKELY(!atomic_load_explicit(&wanted, memory_order_relaxed)))
 		return;
+	if (!now && mono_ns() < atomic_load_explicit(&wanted_at, memory_order_relaxed))
+		return;
 	if (!atomic_compare_exchange_strong(&wanted, &expected, 0))
 		return;
 	if (spawn())
-		ps_debug("uploader thread not started in the fork child");
+		ps_debug("uploader thread not started");
 }

@@ -18,9 +18,12 @@
 #include "export.h"
 #include "ps.h"
 
-/* Start the thread for export state x (not owned, must outlive it).
- * Returns 0 or -errno from pthread_create.  Context: constructor. */
-int ps_worker_start(struct ps_export *x, uint64_t interval_ns) PS_WUR;
+/* Prepare the thread for export state x (not owned, must outlive it).
+ * lazy 0: start it now.  lazy 1: start it at the first ps_worker_poke()
+ * one interval from now -- the allocation hooks poke on their slow path,
+ * pthread_create pokes at once -- so a short program never has a second
+ * thread.  Returns 0 or -errno from pthread_create.  Context: constructor. */
+int ps_worker_start(struct ps_export *x, uint64_t interval_ns, int lazy) PS_WUR;
 
 /* Run the last pass in the calling thread, waiting at most timeout_ns for
  * the worker's lock, and stop the worker.  `final` 1: the process is
@@ -29,12 +32,14 @@ int ps_worker_start(struct ps_export *x, uint64_t interval_ns) PS_WUR;
 void ps_worker_flush(uint64_t timeout_ns, int final);
 
 /* Fork child: the worker thread does not exist here.  Reset the lock and
- * mark the thread as not running; it is started again by ps_worker_poke.
+ * mark the thread as not running; it is started again by ps_worker_poke,
+ * one interval later.
  * Context: fork child handler. */
 void ps_worker_child(void);
 
-/* Start the thread if the fork child has none yet.  Cheap when running.
- * Context: any host thread outside signal context (allocation slow path). */
-void ps_worker_poke(void);
+/* Start the thread if it is due (`now`: due at once, because the program
+ * is becoming multi-threaded anyway).  Cheap when running.
+ * Context: any host thread outside signal context, guard held. */
+void ps_worker_poke(int now);
 
 #endif
