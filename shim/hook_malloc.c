@@ -197,6 +197,9 @@ calloc(size_t nmemb, size_t size)
 PS_EXPORT void *
 realloc(void *old, size_t n)
 {
+	struct ps_live_entry e;
+	struct ps_livetab *lt;
+	int was;
 	void *p;
 
 	if (PS_UNLIKELY(in_pool(old))) {
@@ -207,11 +210,16 @@ realloc(void *old, size_t n)
 	}
 	if (PS_UNLIKELY(!ready()))
 		return old ? NULL : pool_alloc(n);
-	if (old)
-		forget(old);
+	lt = old ? ps_alloc_livetab() : NULL;
+	was = lt && atomic_load_explicit(&lt->live, memory_order_relaxed) &&
+	      ps_livetab_take(lt, old, &e);
 	p = real.realloc(old, n);
-	if (p)
+	if (p) {
 		account(p, n);
+	} else if (was && n != 0) {
+		/* The block was not moved nor freed: it is still live. */
+		(void)ps_livetab_insert(lt, old, e.size, e.weight, e.stack);
+	}
 	return p;
 }
 

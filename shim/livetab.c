@@ -90,6 +90,12 @@ ps_livetab_insert(struct ps_livetab *t, const void *p, uint64_t size, uint64_t w
 int
 ps_livetab_remove_slow(struct ps_livetab *t, const void *p)
 {
+	return ps_livetab_take(t, p, NULL);
+}
+
+int
+ps_livetab_take(struct ps_livetab *t, const void *p, struct ps_live_entry *out)
+{
 	uint32_t b = ps_livetab_bucket(p, PS_LIVE_SLOTS), i;
 	struct ps_live_slot *s;
 	uintptr_t k;
@@ -101,6 +107,12 @@ ps_livetab_remove_slow(struct ps_livetab *t, const void *p)
 			return 0;
 		if (k != (uintptr_t)p)
 			continue;
+		/* Nobody else touches the slot while it holds p: read first. */
+		if (out) {
+			out->stack = atomic_load_explicit(&s->stack, memory_order_relaxed);
+			out->size = atomic_load_explicit(&s->size, memory_order_relaxed);
+			out->weight = atomic_load_explicit(&s->weight, memory_order_relaxed);
+		}
 		if (!atomic_compare_exchange_strong_explicit(&s->key, &k, K_TOMB,
 							     memory_order_release,
 							     memory_order_relaxed))

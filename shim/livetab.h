@@ -66,6 +66,17 @@ void ps_livetab_each(struct ps_livetab *t,
 		     void (*fn)(void *arg, uint32_t stack, uint64_t size, uint64_t weight),
 		     void *arg);
 
+/* What a live entry records. */
+struct ps_live_entry {
+	uint32_t stack;
+	uint64_t size, weight;
+};
+
+/* Remove p, as ps_livetab_remove, and return its entry in *out (may be
+ * NULL): realloc puts it back if the C library's realloc fails.
+ * Returns 1 if p was a sampled block, else 0. */
+int ps_livetab_take(struct ps_livetab *t, const void *p, struct ps_live_entry *out);
+
 /* Internals of the inline fast path. */
 int ps_livetab_remove_slow(struct ps_livetab *t, const void *p);
 

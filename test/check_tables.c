@@ -154,6 +154,23 @@ START_TEST(livetab_insert_remove_and_each)
 }
 END_TEST
 
+START_TEST(livetab_take_returns_the_entry)
+{
+	struct ps_livetab t;
+	struct ps_live_entry e = { 0, 0, 0 };
+	char block;
+
+	ck_assert_int_eq(ps_livetab_init(&t), 0);
+	ck_assert_int_eq(ps_livetab_insert(&t, &block, 123, 456, 7), 0);
+	ck_assert_int_eq(ps_livetab_take(&t, &block, &e), 1);
+	ck_assert_uint_eq(e.stack, 7);
+	ck_assert_uint_eq(e.size, 123);
+	ck_assert_uint_eq(e.weight, 456);
+	ck_assert_int_eq(ps_livetab_take(&t, &block, &e), 0);
+	ck_assert_uint_eq(atomic_load(&t.live), 0);
+}
+END_TEST
+
 START_TEST(livetab_full_counts_drop)
 {
 	struct ps_livetab t;
@@ -199,6 +216,7 @@ main(void)
 	tcase_add_test(tc, stacktab_frame_pool_exhaustion_is_counted);
 	tcase_add_test(tc, stacktab_concurrent_adds_lose_nothing);
 	tcase_add_test(tc, livetab_insert_remove_and_each);
+	tcase_add_test(tc, livetab_take_returns_the_entry);
 	tcase_add_test(tc, livetab_full_counts_drop);
 	tcase_add_test(tc, alloc_weight_unbiases_by_size);
 	suite_add_tcase(s, tc);

@@ -54,7 +54,10 @@ ps_profile_encode(const struct ps_fold *f, const struct ps_family *fam,
 	for (i = 0; i < f->n; i++) {
 		src = vals ? vals[i] : f->e[i].v;
 		for (k = 0; k < fam->nvalues; k++)
-			v[i * fam->nvalues + k] = src[fam->fold_values[k]] / fam->div[k];
+			/* Rounded as the folded files round them. */
+			v[i * fam->nvalues + k] = fam->div[k] > 1 ?
+				(src[fam->fold_values[k]] + fam->div[k] / 2) / fam->div[k] :
+				src[fam->fold_values[k]];
 		s[i].funcs = &f->frames[f->e[i].frames];
 		s[i].depth = f->e[i].depth;
 		s[i].values = &v[i * fam->nvalues];
