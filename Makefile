@@ -98,8 +98,16 @@ check: $(TESTS) $(SO) $(EXAMPLES) $(PROGS)
 lint:
 	@sh test/lint.sh
 
+# Benchmarks against the anchors (BENCHMARKS.md): bench/run.sh installs the
+# anchor tools, builds bench/*.c and runs bench/bench.py (~12 minutes).
+# bench-smoke runs every benchmark path once with tiny sizes (< 60 s) and
+# installs nothing, so it can run inside make check.
 bench: $(SO) $(BENCH_SO) $(EXAMPLES) $(PROGS)
 	@sh bench/run.sh
+
+.PHONY: bench-smoke
+bench-smoke: $(SO) $(BENCH_SO) $(EXAMPLES) $(PROGS)
+	@sh bench/run.sh --smoke
 
 install: $(SO)
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin \

@@ -1,6 +1,7 @@
 #!/bin/sh
 # `make check`: lint, unit tests, the unit tests under sanitizers and
-# valgrind, a short fuzzing run, integration tests; then one closing line
+# valgrind, a short fuzzing run, a smoke run of the benchmarks, integration
+# tests; then one closing line
 # "check: N passed, N failed" counting the suites.
 cd "$(dirname "$0")/.." || exit 1
 pass=0; fail=0
@@ -11,6 +12,7 @@ run sh test/lint.sh
 run sh test/run-unit.sh "$@"
 run make -s sanitize
 run make -s fuzz-smoke
+run make -s bench-smoke
 run python3 test/integration/run.py
 echo "check: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -1,0 +1,770 @@
+#!/usr/bin/env python3
+"""bench.py -- pyroshim against its anchors, side by side, in one run.
+
+Every comparison runs its configurations interleaved (A B C A B C ...) so
+that the machine's drift hits them all alike, and reports the median with
+min-max.  CPU time is the child's own rusage from wait4 (user + sys, the
+child and the descendants it waited for).  Figures a 2-core VM cannot
+resolve from outside (a 1 % overhead: REFERENCES.md section 7 measured
++-3 % between identical runs) are also counted inside: the handler timing
+of shim/libpyroshim-bench.so and callgrind instruction counts.
+
+usage: python3 bench/bench.py [--smoke] [--out FILE] [--only SECTION,...]
+Called by bench/run.sh, which installs the tools and builds the programs.
+A tool that is missing makes its rows read "not measured: why".
+Python 3 standard library only.
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+SHIM = os.path.join(ROOT, "shim", "libpyroshim.so")
+SHIM_BENCH = os.path.join(ROOT, "shim", "libpyroshim-bench.so")
+BB = os.path.join(ROOT, "build", "bench")
+IDLE = os.path.join(BB, "libidle_thread.so")  # one idle thread, nothing else
+PROG = os.path.join(ROOT, "build", "prog")
+GEN = os.path.join(ROOT, "examples", "generator")
+PEER = os.path.join(ROOT, "test", "peer", "pyroscope_peer.py")
+LIBDIRS = ["/usr/lib/x86_64-linux-gnu", "/usr/lib", "/usr/local/lib"]
+
+# Sizes: "full" is the published run (about 12 minutes here), "smoke" only
+# proves every path still works (well under a minute).
+SIZES = {
+    "full": dict(rounds=5, burn_miters=400, handler_miters=250, handler_runs=3,
+                 split_ms=4000, split_ms4=2000, split_reps=2, sites_mib=200,
+                 sites_reps=5, pairs=20000000, pair_rounds=7, mixed=3000000,
+                 mixed_rounds=3, gen_n=50000, gen_rounds=9, true_rounds=200,
+                 shell_cmds=1000, shell_rounds=3, heap_mib=1024, rss_rounds=3,
+                 cg_pairs=200000),
+    "smoke": dict(rounds=1, burn_miters=10, handler_miters=20, handler_runs=1,
+                  split_ms=300, split_ms4=150, split_reps=1, sites_mib=4,
+                  sites_reps=1, pairs=200000, pair_rounds=1, mixed=20000,
+                  mixed_rounds=1, gen_n=500, gen_rounds=1, true_rounds=5,
+                  shell_cmds=20, shell_rounds=1, heap_mib=16, rss_rounds=1,
+                  cg_pairs=2000),
+}
+
+
+# ---- running programs -------------------------------------------------
+
+class Result:
+    def __init__(self, rc, cpu, wall, maxrss_kb, out, err):
+        self.rc, self.cpu, self.wall, self.maxrss_kb = rc, cpu, wall, maxrss_kb
+        self.out, self.err = out, err
+
+
+def base_env(extra=None):
+    """The caller's environment without anything that would change what is
+    measured (a profiler preloaded, pyroshim or gperftools settings)."""
+    drop = ("PYROSCOPE_", "OTEL_", "LD_PRELOAD", "CPUPROFILE", "HEAPPROFILE",
+            "HEAP_PROFILE", "TCMALLOC_", "TRACEPARENT", "TRACESTATE")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+    env.update(extra or {})
+    return env
+
+
+def run(argv, env, timeout=300, cwd=None):
+    """Run argv to completion and return its wait4 rusage.  The wait blocks
+    (no polling, so wall times of 1 ms programs stay exact); a timer kills
+    the process group when `timeout` seconds pass."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        p = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
+                             stdout=out, stderr=err, start_new_session=True)
+        expired = []
+
+        def kill():
+            expired.append(1)
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        timer = threading.Timer(timeout, kill)
+        timer.start()
+        try:
+            _, status, ru = os.wait4(p.pid, 0)
+        finally:
+            timer.cancel()
+        wall = time.perf_counter() - t0
+        p.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        res = Result(p.returncode, ru.ru_utime + ru.ru_stime, wall, ru.ru_maxrss,
+                     out.read().decode(errors="replace"), err.read().decode(errors="replace"))
+    if expired:
+        raise RuntimeError("timed out after %ss: %s" % (timeout, " ".join(argv)))
+    if res.rc != 0:
+        raise RuntimeError("exit %d: %s\n%s" % (res.rc, " ".join(argv), res.err[-2000:]))
+    return res
+
+
+def interleave(configs, rounds, make):
+    """configs: list of names; make(name, round) -> Result.  Runs A B C A B
+    C ... and returns {name: [Result, ...]}."""
+    res = {c: [] for c in configs}
+    for r in range(rounds):
+        for c in configs:
+            res[c].append(make(c, r))
+    return res
+
+
+def med(xs):
+    return statistics.median(xs)
+
+
+def span(xs, fmt="%.3f"):
+    """'median (min-max)' of xs."""
+    if len(xs) == 1:
+        return fmt % xs[0]
+    return (fmt + " (" + fmt + "-" + fmt + ")") % (med(xs), min(xs), max(xs))
+
+
+# ---- tools ---------------------------------------------------------------
+
+def find_lib(name):
+    for d in LIBDIRS:
+        p = os.path.join(d, name)
+        if os.path.exists(p):
+            return p
+    return None
+
+
+def probe_tools():
+    """{tool: None if usable, else why not}."""
+    why = {}
+    why["go"] = None if shutil.which("go") else "go (golang-go) not installed"
+    why["gperf"] = None if find_lib("libprofiler.so") else \
+        "libprofiler.so not found (google-perftools / libgoogle-perftools-dev)"
+    why["tcmalloc"] = None if find_lib("libtcmalloc.so") else \
+        "libtcmalloc.so not found (libgoogle-perftools-dev)"
+    why["heaptrack"] = None if shutil.which("heaptrack") else "heaptrack not installed"
+    why["valgrind"] = None if shutil.which("valgrind") else "valgrind not installed"
+    why["perf"] = "perf not installed"
+    if shutil.which("perf"):
+        d = tempfile.mkdtemp(prefix="pyroshim-bench-perf-")
+        try:
+            p = subprocess.run(["perf", "record", "-q", "-e", "cpu-clock", "-o",
+                                os.path.join(d, "p.data"), "--", "true"],
+                               capture_output=True, text=True, timeout=60)
+            why["perf"] = None if p.returncode == 0 else \
+                "perf record -e cpu-clock fails here: " + (p.stderr.strip().splitlines() or ["?"])[-1]
+        finally:
+            shutil.rmtree(d, ignore_errors=True)
+    for so in (SHIM, SHIM_BENCH):
+        if not os.path.exists(so):
+            raise SystemExit("bench: %s is missing; run make bench" % so)
+    return why
+
+
+# ---- profile readers -----------------------------------------------------
+
+def pprof_raw(path, binary=None):
+    """Decode a pprof (or legacy gperftools) profile with go tool pprof
+    -raw: (sample type names, [(values, frames leaf first)])."""
+    env = dict(os.environ, PPROF_TMPDIR=tempfile.gettempdir(),
+               HOME=os.environ.get("HOME", "/tmp"))
+    argv = ["go", "tool", "pprof", "-raw"]
+    argv += [binary, path] if binary else ["-symbolize=none", path]
+    p = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=300)
+    if p.returncode != 0:
+        raise RuntimeError("go tool pprof failed on %s: %s" % (path, p.stderr))
+    types, raw, locs, section = [], [], {}, None
+    for line in p.stdout.splitlines():
+        if line.startswith("Samples:"):
+            section = "samples"
+        elif line.startswith("Locations"):
+            section = "locations"
+        elif line.startswith("Mappings"):
+            section = None
+        elif section == "samples":
+            m = re.match(r"\s*([-\d\s]+):\s*([\d\s]*)$", line)
+            if m:
+                raw.append(([int(v) for v in m.group(1).split()],
+                            [int(x) for x in m.group(2).split()]))
+            elif not types and line.strip() and ":" not in line:
+                types = [t.split("/")[0] for t in line.split()]
+        elif section == "locations":
+            m = re.match(r"\s*(\d+):\s*0x[0-9a-f]+\s+M=\d+\s+(\S+)", line)
+            if m:
+                locs[int(m.group(1))] = m.group(2)
+    return types, [(v, [locs.get(i, "?") for i in ids]) for v, ids in raw]
+
+
+def cum_by_function(samples, index, names):
+    """Cumulative value of sample index `index` for each of `names`, and the
+    profile's total."""
+    cum = {n: 0 for n in names}
+    total = 0
+    for vals, frames in samples:
+        total += vals[index]
+        for n in names:
+            if n in frames:
+                cum[n] += vals[index]
+    return cum, total
+
+
+def perf_cum(data, names):
+    """perf script call chains: cumulative ns per function, total ns and the
+    sample count (each sample's period is cpu-clock nanoseconds)."""
+    p = subprocess.run(["perf", "script", "-i", data, "-F", "period,ip,sym"],
+                       capture_output=True, text=True, timeout=300)
+    if p.returncode != 0:
+        raise RuntimeError("perf script: " + p.stderr[-500:])
+    cum, total, n = {k: 0 for k in names}, 0, 0
+    for block in p.stdout.split("\n\n"):
+        lines = [l.strip() for l in block.strip().splitlines() if l.strip()]
+        if not lines:
+            continue
+        period = int(lines[0].split()[0])
+        syms = {l.split()[-1] for l in lines[1:]}
+        n += 1
+        total += period
+        for k in names:
+            if k in syms:
+                cum[k] += period
+    return cum, total, n
+
+
+def ids_in(d, suffix):
+    return [f for f in os.listdir(d) if f.endswith(suffix)] if os.path.isdir(d) else []
+
+
+# ---- the sections ------------------------------------------------------
+
+class Bench:
+    def __init__(self, size, tools, out):
+        self.s = SIZES[size]
+        self.smoke = size == "smoke"
+        self.tools = tools
+        self.tmp = tempfile.mkdtemp(prefix="pyroshim-bench-")
+        self.out = out
+        self.lines = []
+        self.data = {}
+
+    def emit(self, line=""):
+        print(line, flush=True)
+        self.lines.append(line)
+
+    def table(self, head, rows):
+        self.emit("| " + " | ".join(head) + " |")
+        self.emit("|" + "---|" * len(head))
+        for r in rows:
+            self.emit("| " + " | ".join(str(c) for c in r) + " |")
+        self.emit()
+
+    def fresh(self, name):
+        d = os.path.join(self.tmp, name)
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d)
+        return d
+
+    def shim_env(self, d, rate=100, so=SHIM, extra=None):
+        e = {"LD_PRELOAD": so, "PYROSCOPE_OUTPUT_DIR": d, "PYROSCOPE_SAMPLE_RATE": str(rate)}
+        e.update(extra or {})
+        return base_env(e)
+
+    def gperf_env(self, d, rate=100):
+        return base_env({"LD_PRELOAD": find_lib("libprofiler.so"),
+                         "CPUPROFILE": os.path.join(d, "cpu.prof"),
+                         "CPUPROFILE_FREQUENCY": str(rate)})
+
+    # 1. CPU overhead ------------------------------------------------------
+    def cpu_overhead(self):
+        self.emit("## 1. CPU overhead: user+sys of `burn %d THREADS 30`, ratio to no profiler"
+                  % self.s["burn_miters"])
+        self.emit()
+        configs = ["none", "shim@100", "shim@1000"]
+        if not self.tools["gperf"]:
+            configs += ["gperftools@100", "gperftools@1000"]
+        rows = []
+        for threads in (1, 2):
+            argv = [os.path.join(BB, "burn"), str(self.s["burn_miters"]), str(threads), "30"]
+
+            def make(c, r):
+                d = self.fresh("ovh")
+                if c == "none":
+                    return run(argv, base_env())
+                rate = int(c.split("@")[1])
+                env = self.shim_env(d, rate) if c.startswith("shim") else self.gperf_env(d, rate)
+                return run(argv, env)
+            res = interleave(configs, self.s["rounds"], make)
+            base = [x.cpu for x in res["none"]]
+            for c in configs:
+                cpu = [x.cpu for x in res[c]]
+                # Ratio per round (each run against the baseline of its own
+                # round), so that slow drift of the machine cancels.
+                ratio = [100.0 * (a / b - 1) for a, b in zip(cpu, base)]
+                rows.append([threads, c, span(cpu, "%.3f"),
+                             "-" if c == "none" else span(ratio, "%+.2f")])
+        if self.tools["gperf"]:
+            rows.append(["-", "gperftools", "not measured: " + self.tools["gperf"], "-"])
+        self.table(["threads", "profiler", "CPU s, median (min-max)", "overhead %, median (min-max)"], rows)
+        self.data["cpu_overhead"] = rows
+
+    # 2. per-sample cost ----------------------------------------------------
+    def handler_cost(self):
+        self.emit("## 2. Per-sample cost inside the SIGPROF handler (libpyroshim-bench.so)")
+        self.emit()
+        rows = []
+        for depth, threads, rate in ((30, 1, 100), (30, 2, 100), (30, 1, 1000), (30, 2, 1000), (1, 1, 1000)):
+            stats = []
+            for _ in range(self.s["handler_runs"]):
+                d = self.fresh("handler")
+                r = run([os.path.join(BB, "burn"), str(self.s["handler_miters"]), str(threads), str(depth)],
+                        self.shim_env(d, rate, SHIM_BENCH, {"PYROSCOPE_APPLICATION_NAME": "burn"}))
+                f = ids_in(d, ".handler.txt")
+                if len(f) != 1:
+                    raise RuntimeError("no handler.txt from the bench build: %s" % os.listdir(d))
+                kv = dict(l.split() for l in open(os.path.join(d, f[0])) if l.strip())
+                kv = {k: int(v) for k, v in kv.items()}
+                kv["inside_pct"] = 100.0 * kv["sum_ns"] / (r.cpu * 1e9)
+                kv["per_cpu_s"] = kv["count"] / r.cpu
+                stats.append(kv)
+            rows.append([depth, threads, rate,
+                         "%.0f" % med([k["per_cpu_s"] for k in stats]),
+                         span([k["p50_ns"] / 1000 for k in stats], "%.1f"),
+                         span([k["p99_ns"] / 1000 for k in stats], "%.1f"),
+                         "%.0f" % (max(k["max_ns"] for k in stats) / 1000),
+                         span([k["inside_pct"] for k in stats], "%.2f")])
+        self.table(["depth", "threads", "Hz asked", "samples per CPU-s", "p50 us", "p99 us",
+                    "max us", "handler time, % of CPU"], rows)
+        self.data["handler"] = rows
+
+    # 3a. CPU accuracy --------------------------------------------------------
+    def cpu_accuracy(self):
+        self.emit("## 3a. CPU accuracy: `cpu_split MS THREADS 25` (truth: each thread's own CPU clock)")
+        self.emit()
+        profs = ["shim"]
+        for t, n in (("gperf", "gperftools"), ("perf", "perf")):
+            if not self.tools[t]:
+                profs.append(n)
+        if self.tools["go"]:
+            self.emit("not measured: " + self.tools["go"])
+            return
+        names = ["burn_alpha", "burn_beta"]
+        split = os.path.join(PROG, "cpu_split")
+        rows = []
+        for threads in (1, 2, 4):
+            ms = self.s["split_ms"] if threads < 4 else self.s["split_ms4"]
+
+            def make(p, r):
+                d = self.fresh("acc")
+                truth = os.path.join(d, "truth.json")
+                argv = [split, str(ms), str(threads), "25", truth]
+                if p == "shim":
+                    res = run(argv, self.shim_env(d, 100, extra={"PYROSCOPE_APPLICATION_NAME": "split"}))
+                    f = ids_in(d, ".cpu.pb.gz")
+                    _, samples = pprof_raw(os.path.join(d, f[0]))
+                    cum, total = cum_by_function(samples, 1, names)
+                    n = sum(v[0] for v, _ in samples)
+                elif p == "gperftools":
+                    res = run(argv, self.gperf_env(d, 100))
+                    _, samples = pprof_raw(os.path.join(d, "cpu.prof"), split)
+                    cum, total = cum_by_function(samples, 1, names)
+                    n = sum(v[0] for v, _ in samples)
+                else:
+                    data = os.path.join(d, "perf.data")
+                    res = run(["perf", "record", "-q", "-e", "cpu-clock", "-c", "10000000", "-g",
+                               "-o", data, "--"] + argv, base_env())
+                    cum, total, n = perf_cum(data, names)
+                t = json.load(open(truth))
+                true_p = t["burn_alpha"] / (t["burn_alpha"] + t["burn_beta"])
+                got = cum["burn_alpha"] + cum["burn_beta"]
+                res.acc = dict(n=n, err_pts=100 * (cum["burn_alpha"] / got - true_p) if got else float("nan"),
+                               total_vs_truth=100 * (total / (t["burn_alpha"] + t["burn_beta"]) - 1),
+                               # perf's rusage includes perf itself: no
+                               # comparison with the program's alone.
+                               total_vs_rusage=None if p == "perf" else
+                               100 * (total / 1e9 / res.cpu - 1))
+                return res
+            res = interleave(profs, self.s["split_reps"], make)
+            for p in profs:
+                a = [x.acc for x in res[p]]
+                n = med([x["n"] for x in a])
+                # One standard deviation of a share of 25 % measured from n
+                # independent samples: the noise floor of any sampler.
+                sd = 100 * (0.25 * 0.75 / max(n, 1)) ** 0.5
+                rows.append([threads, p, "%.0f" % n, "%.1f" % sd,
+                             ", ".join("%+.1f" % x["err_pts"] for x in a),
+                             ", ".join("%+.1f" % x["total_vs_truth"] for x in a),
+                             "n/a" if p == "perf" else
+                             ", ".join("%+.1f" % x["total_vs_rusage"] for x in a)])
+        for t, n in (("gperf", "gperftools"), ("perf", "perf")):
+            if self.tools[t]:
+                rows.append(["-", n, "not measured: " + self.tools[t], "", "", "", ""])
+        self.table(["threads", "profiler", "samples", "1 sd, pts", "alpha share error, pts (each run)",
+                    "total vs thread clocks, %", "total vs rusage, %"], rows)
+        self.data["cpu_accuracy"] = rows
+
+    # 3b. allocation accuracy ------------------------------------------------
+    def alloc_accuracy(self):
+        self.emit("## 3b. Allocation accuracy: per-site alloc_space of `alloc_sites %d` against exact counts"
+                  % self.s["sites_mib"])
+        self.emit()
+        if self.tools["go"]:
+            self.emit("not measured: " + self.tools["go"])
+            return
+        sites = ["site_large", "site_mixed", "site_small"]
+        prog = os.path.join(BB, "alloc_sites")
+        profs = ["shim"] + ([] if self.tools["tcmalloc"] else ["tcmalloc HEAPPROFILE"])
+        reps = {"shim": self.s["sites_reps"], "tcmalloc HEAPPROFILE": 1}
+        rows = []
+        for p in profs:
+            errs = {s: [] for s in sites}
+            cpu = []
+            for _ in range(reps[p]):
+                d = self.fresh("sites")
+                truth = os.path.join(d, "truth.json")
+                argv = [prog, str(self.s["sites_mib"]), truth]
+                if p == "shim":
+                    r = run(argv, self.shim_env(d, extra={"PYROSCOPE_APPLICATION_NAME": "sites"}))
+                    _, samples = pprof_raw(os.path.join(d, ids_in(d, ".alloc.pb.gz")[0]))
+                else:
+                    r = run(argv, base_env({"LD_PRELOAD": find_lib("libtcmalloc.so"),
+                                            "HEAPPROFILE": os.path.join(d, "heap")}))
+                    last = sorted(ids_in(d, ".heap"))[-1]
+                    _, samples = pprof_raw(os.path.join(d, last), prog)
+                cum, _ = cum_by_function(samples, 1, sites)  # alloc_space
+                t = json.load(open(truth))
+                for s in sites:
+                    errs[s].append(100 * (cum[s] / t[s] - 1))
+                cpu.append(r.cpu)
+            rows.append([p, len(cpu)] + [", ".join("%+.1f" % e for e in errs[s]) for s in sites]
+                        + ["%.2f" % med(cpu)])
+        if self.tools["tcmalloc"]:
+            rows.append(["tcmalloc HEAPPROFILE", "not measured: " + self.tools["tcmalloc"], "", "", "", ""])
+        self.table(["profiler", "runs", "site_large err %", "site_mixed err %", "site_small err %",
+                    "CPU s"], rows)
+        self.data["alloc_accuracy"] = rows
+
+    # 4. allocation fast path and malloc-heavy loop ------------------------------
+    def alloc_fast_path(self):
+        n = self.s["pairs"]
+        self.emit("## 4a. Allocation fast path: `malloc_loop pairs %d` (malloc(32)/free), ns per pair" % n)
+        self.emit()
+        prog = os.path.join(BB, "malloc_loop")
+        configs = ["none", "idle thread only", "shim (default)", "shim, alloc off"]
+
+        def make(c, r):
+            d = self.fresh("pairs")
+            if c == "none":
+                env = base_env()
+            elif c == "idle thread only":
+                env = base_env({"LD_PRELOAD": IDLE})
+            elif c == "shim (default)":
+                env = self.shim_env(d)
+            else:
+                env = self.shim_env(d, extra={"PYROSCOPE_PROFILING_ALLOC_ENABLED": "false"})
+            res = run([prog, "pairs", str(n)], env)
+            res.ns = float(res.out.split()[1])
+            return res
+        res = interleave(configs, self.s["pair_rounds"], make)
+        base = [x.ns for x in res["none"]]
+        rows = []
+        for c in configs:
+            ns = [x.ns for x in res[c]]
+            added = [a - b for a, b in zip(ns, base)]
+            rows.append([c, span(ns, "%.2f"), "-" if c == "none" else span(added, "%+.2f")])
+        self.table(["configuration", "ns per pair", "added ns per pair (same round)"], rows)
+        self.data["fast_path"] = rows
+        self.callgrind()
+
+    def callgrind(self):
+        n = self.s["cg_pairs"]
+        self.emit("### 4b. callgrind: instructions per malloc/free pair (`pair_loop`, %d + %d pairs)"
+                  % (n, n // 10 + 1))
+        self.emit()
+        if self.tools["valgrind"]:
+            self.emit("not measured: " + self.tools["valgrind"])
+            self.emit()
+            return
+        rows = []
+        prog = os.path.join(BB, "malloc_loop")
+        base = None
+        for c in ("none", "idle thread only", "shim (default, CPU off)"):
+            d = self.fresh("cg")
+            env = base_env() if c == "none" else base_env({"LD_PRELOAD": IDLE}) \
+                if c == "idle thread only" else \
+                self.shim_env(d, extra={"PYROSCOPE_PROFILING_CPU_ENABLED": "false"})
+            out = os.path.join(d, "cg.out")
+            run(["valgrind", "--tool=callgrind", "--toggle-collect=pair_loop",
+                 "--callgrind-out-file=" + out, prog, "pairs", str(n)], env, timeout=600)
+            ir = None
+            for line in open(out):
+                if line.startswith(("summary:", "totals:")):
+                    ir = int(line.split()[1])
+            per = ir / (n + n // 10 + 1)
+            if base is None:
+                base = per
+            rows.append([c, "%.1f" % per, "-" if c == "none" else "%+.1f" % (per - base)])
+        self.table(["configuration", "instructions per pair", "added"], rows)
+        self.data["callgrind"] = rows
+
+    def malloc_heavy(self):
+        n = self.s["mixed"]
+        self.emit("## 4c. Malloc-heavy loop: `malloc_loop mixed %d` (4096 live blocks, 16..4096 B)" % n)
+        self.emit()
+        prog = os.path.join(BB, "malloc_loop")
+        configs = ["none", "idle thread only", "shim (default)"]
+        if not self.tools["tcmalloc"]:
+            configs += ["tcmalloc, no profiler", "tcmalloc HEAPPROFILE"]
+        if not self.tools["heaptrack"]:
+            configs += ["heaptrack"]
+
+        def make(c, r):
+            d = self.fresh("mixed")
+            argv = [prog, "mixed", str(n)]
+            if c == "none":
+                return run(argv, base_env())
+            if c == "shim (default)":
+                return run(argv, self.shim_env(d))
+            if c == "idle thread only":
+                return run(argv, base_env({"LD_PRELOAD": IDLE}))
+            if c == "heaptrack":
+                return run(["heaptrack", "-o", os.path.join(d, "ht")] + argv, base_env(), timeout=900)
+            env = {"LD_PRELOAD": find_lib("libtcmalloc.so")}
+            if c == "tcmalloc HEAPPROFILE":
+                env["HEAPPROFILE"] = os.path.join(d, "heap")
+            return run(argv, base_env(env), timeout=900)
+        res = interleave(configs, self.s["mixed_rounds"], make)
+        base_cpu = [x.cpu for x in res["none"]]
+        base_wall = [x.wall for x in res["none"]]
+        rows = []
+        for c in configs:
+            cpu = [x.cpu for x in res[c]]
+            wall = [x.wall for x in res[c]]
+            rows.append([c, span(cpu, "%.3f"), span([a / b for a, b in zip(cpu, base_cpu)], "%.2f"),
+                         span(wall, "%.3f"), span([a / b for a, b in zip(wall, base_wall)], "%.2f")])
+        for t, name in (("tcmalloc", "tcmalloc"), ("heaptrack", "heaptrack")):
+            if self.tools[t]:
+                rows.append([name, "not measured: " + self.tools[t], "", "", ""])
+        self.table(["configuration", "CPU s", "CPU x", "wall s", "wall x"], rows)
+        self.data["malloc_heavy"] = rows
+
+    def generator(self):
+        n = self.s["gen_n"]
+        self.emit("## 4d. Generator demo: `examples/generator %d out.json --seed 1`" % n)
+        self.emit()
+        envs = {"none": lambda d: base_env(),
+                "idle thread only": lambda d: base_env({"LD_PRELOAD": IDLE}),
+                "shim (default)": lambda d: self.shim_env(d),
+                "shim, alloc off": lambda d: self.shim_env(d, extra={"PYROSCOPE_PROFILING_ALLOC_ENABLED": "false"}),
+                "shim, CPU off": lambda d: self.shim_env(d, extra={"PYROSCOPE_PROFILING_CPU_ENABLED": "false"})}
+        configs = list(envs)
+
+        def make(c, r):
+            d = self.fresh("gen")
+            return run([GEN, str(n), os.path.join(d, "out.json"), "--seed", "1"], envs[c](d))
+        res = interleave(configs, self.s["gen_rounds"], make)
+        base = [x.cpu for x in res["none"]]
+        rows = [["none", span(base), "-", "-"]]
+        for c in configs[1:]:
+            cpu = [x.cpu for x in res[c]]
+            rows.append([c, span(cpu), span([100 * (a / b - 1) for a, b in zip(cpu, base)], "%+.2f"),
+                         "%+.2f" % (100 * (min(cpu) / min(base) - 1))])
+        self.table(["configuration", "CPU s", "slowdown %, per round", "slowdown %, min vs min"], rows)
+        self.data["generator"] = rows
+
+    # 5. start-up ----------------------------------------------------------------
+    def startup(self):
+        self.emit("## 5. Start-up: wall time of `/bin/true` (%d interleaved runs each)" % self.s["true_rounds"])
+        self.emit()
+        configs = ["none", "shim (local)"]
+        if not self.tools["gperf"]:
+            configs.append("gperftools")
+        server = self.server_status()
+        peer = None
+        if server is None:
+            peer = self.start_peer()
+            configs.append("shim (server)")
+        try:
+            def env_for(c, d):
+                if c == "none":
+                    return base_env()
+                if c == "shim (local)":
+                    return self.shim_env(d)
+                if c == "shim (server)":
+                    return base_env({"LD_PRELOAD": SHIM, "PYROSCOPE_SERVER_ADDRESS": peer[1]})
+                return self.gperf_env(d)
+            d = self.fresh("true")
+            envs = {c: env_for(c, d) for c in configs}
+            res = interleave(configs, self.s["true_rounds"], lambda c, r: run(["/bin/true"], envs[c]))
+            base = [x.wall * 1e3 for x in res["none"]]
+            rows = []
+            for c in configs:
+                w = [x.wall * 1e3 for x in res[c]]
+                rows.append([c, "%.3f" % min(w), "%.3f" % med(w),
+                             "-" if c == "none" else "%+.3f" % (min(w) - min(base)),
+                             "-" if c == "none" else "%+.3f" % (med(w) - med(base))])
+            if server is not None:
+                rows.append(["shim (server)", "not measured yet: " + server, "", "", ""])
+            if self.tools["gperf"]:
+                rows.append(["gperftools", "not measured: " + self.tools["gperf"], "", "", ""])
+            self.table(["configuration", "min ms", "median ms", "added ms (min)", "added ms (median)"], rows)
+            self.data["startup_true"] = rows
+
+            k = self.s["shell_cmds"]
+            self.emit("### Shell script running %d short commands (`/bin/true` in a loop), every child inheriting the profiler" % k)
+            self.emit()
+            script = 'i=0; while [ $i -lt %d ]; do /bin/true; i=$((i+1)); done' % k
+            res = interleave(configs, self.s["shell_rounds"], lambda c, r: run(["sh", "-c", script], envs[c]))
+            base = [x.wall for x in res["none"]]
+            rows = []
+            for c in configs:
+                w = [x.wall for x in res[c]]
+                rows.append([c, span(w), "-" if c == "none" else
+                             span([1e3 * (a - b) / k for a, b in zip(w, base)], "%+.3f")])
+            self.table(["configuration", "wall s", "added ms per command"], rows)
+            self.data["startup_shell"] = rows
+        finally:
+            if peer:
+                peer[0].terminate()
+                try:
+                    peer[0].wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    peer[0].kill()
+                    peer[0].wait(timeout=10)
+
+    def server_status(self):
+        """None when PYROSCOPE_SERVER_ADDRESS uploads to the loopback peer,
+        else why not."""
+        man = open(os.path.join(ROOT, "man", "pyroshim.7")).read()
+        if "PYROSCOPE_SERVER_ADDRESS" not in man or not os.path.exists(PEER):
+            return "no PYROSCOPE_SERVER_ADDRESS or no test peer"
+        peer = self.start_peer()
+        try:
+            run([os.path.join(PROG, "spin"), "300"],
+                base_env({"LD_PRELOAD": SHIM, "PYROSCOPE_SERVER_ADDRESS": peer[1],
+                          "PYROSCOPE_SAMPLE_RATE": "250"}), timeout=60)
+            got = [f for f in os.listdir(peer[2]) if f.endswith(".json")]
+            return None if got else "the shim sent nothing to the loopback peer (uploader not wired in yet)"
+        except RuntimeError as e:
+            return "a profiled run with a server failed: %s" % str(e).splitlines()[0]
+        finally:
+            peer[0].terminate()
+            peer[0].wait(timeout=10)
+
+    def start_peer(self):
+        d = self.fresh("peer")
+        port_file = os.path.join(d, "port")
+        p = subprocess.Popen([sys.executable, PEER, "--dir", d, "--port-file", port_file,
+                              "--max-seconds", "900"], stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 20
+        while not os.path.exists(port_file):
+            if time.monotonic() > deadline or p.poll() is not None:
+                p.kill()
+                raise RuntimeError("the loopback peer did not start")
+            time.sleep(0.05)
+        port = open(port_file).read().strip()
+        return p, "http://127.0.0.1:%s" % port, d
+
+    # 6. memory -------------------------------------------------------------------
+    def memory(self):
+        self.emit("## 6. Peak RSS (ru_maxrss) added")
+        self.emit()
+        rows = []
+        for label, argv in (("small: `spin 300`", [os.path.join(PROG, "spin"), "300"]),
+                            ("`bigheap %d` (live heap)" % self.s["heap_mib"],
+                             [os.path.join(BB, "bigheap"), str(self.s["heap_mib"])])):
+            configs = ["none", "shim (default)"]
+
+            def make(c, r):
+                # maxrss runs without the profiler and execs `env VAR=..
+                # PROGRAM`, so only the measured program carries it.
+                d = self.fresh("rss")
+                pre = [] if c == "none" else ["LD_PRELOAD=" + SHIM, "PYROSCOPE_OUTPUT_DIR=" + d]
+                res = run([os.path.join(BB, "maxrss"), "env"] + pre + argv, base_env())
+                res.rss_mib = int(res.err.split("maxrss_kb")[1].split()[0]) / 1024
+                return res
+            res = interleave(configs, self.s["rss_rounds"], make)
+            base = [x.rss_mib for x in res["none"]]
+            shim = [x.rss_mib for x in res["shim (default)"]]
+            rows.append([label, span(base, "%.1f"), span(shim, "%.1f"),
+                         span([a - b for a, b in zip(shim, base)], "%+.1f")])
+        self.table(["program", "none MiB", "shim MiB", "added MiB"], rows)
+        self.data["memory"] = rows
+
+    def finish(self):
+        if self.out:
+            with open(self.out, "w") as f:
+                f.write("\n".join(self.lines) + "\n")
+            with open(os.path.splitext(self.out)[0] + ".json", "w") as f:
+                json.dump(self.data, f, indent=1)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def machine():
+    """nproc, CPU model, kernel, glibc: the figures depend on all four."""
+    model = "?"
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    return "%d cores, %s, kernel %s, glibc %s" % (
+        os.cpu_count(), model, os.uname().release, os.confstr("CS_GNU_LIBC_VERSION"))
+
+
+def tree():
+    """Which code was measured: the commit, whether the tree had local
+    changes, and the libraries' hashes (others may rebuild them meanwhile)."""
+    import hashlib
+    try:
+        head = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, timeout=30).stdout.strip()
+        dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=30).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        head, dirty = "?", ""
+    sums = ", ".join("%s %s" % (os.path.basename(p), hashlib.sha256(open(p, "rb").read()).hexdigest()[:12])
+                     for p in (SHIM, SHIM_BENCH))
+    return "commit %s%s; %s" % (head, " + local changes" if dirty else "", sums)
+
+
+SECTIONS = ["cpu_overhead", "handler_cost", "cpu_accuracy", "alloc_accuracy",
+            "alloc_fast_path", "malloc_heavy", "generator", "startup", "memory"]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--smoke", action="store_true", help="tiny sizes: proves the scripts work")
+    ap.add_argument("--out", default=os.path.join(BB, "results.md"))
+    ap.add_argument("--only", default="", help="comma-separated sections: " + ",".join(SECTIONS))
+    a = ap.parse_args()
+    tools = probe_tools()
+    b = Bench("smoke" if a.smoke else "full", tools, a.out)
+    b.emit("# pyroshim benchmarks (%s run, %s)" % ("smoke" if a.smoke else "full",
+                                                  time.strftime("%Y-%m-%d %H:%M")))
+    b.emit()
+    b.emit("- machine: %s" % machine())
+    b.emit("- tree: %s" % tree())
+    for k, v in sorted(tools.items()):
+        if v:
+            b.emit("- not measured: %s" % v)
+    b.emit()
+    only = [s for s in a.only.split(",") if s]
+    t0 = time.monotonic()
+    try:
+        for s in SECTIONS:
+            if not only or s in only:
+                t = time.monotonic()
+                getattr(b, s)()
+                print("[%s: %.0f s]" % (s, time.monotonic() - t), file=sys.stderr, flush=True)
+    finally:
+        b.finish()
+    print("[total: %.0f s]" % (time.monotonic() - t0), file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
