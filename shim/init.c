@@ -145,8 +145,8 @@ drop_marker(char *ts)
 /* The run's root span: join the caller's trace (TRACEPARENT) or start one,
  * and hand this span to children through the environment, before main.
  * pyrorun marks a trace it made up with tracestate "pyroshim=root": the
- * run then becomes the root of that trace instead of the child of a span
- * nobody exports. */
+ * run then becomes the root span of that trace, with the span id pyrorun
+ * chose and printed, instead of the child of a span nobody exports. */
 static struct ps_span *
 start_trace(const struct ps_config *c)
 {
@@ -166,6 +166,9 @@ start_trace(const struct ps_config *c)
 		ps_log_config("TRACEPARENT=%.64s: not a valid W3C traceparent; starting a new trace",
 			      c->traceparent);
 	if (root && sp->has_parent) {
+		/* pyrorun made up this trace and named its root span (and
+		 * tagged root_span_id with it): this run is that span. */
+		memcpy(sp->span_id, sp->parent_span_id, sizeof(sp->span_id));
 		sp->has_parent = 0;
 		memset(sp->parent_span_id, 0, sizeof(sp->parent_span_id));
 		drop_marker(sp->tracestate);

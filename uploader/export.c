@@ -150,7 +150,8 @@ comments(struct ps_export *x, char c[][200], int incomplete)
 
 	snprintf(c[n++], 200, "pyroshim %s, pid %d, app %.100s", PS_VERSION, (int)x->pid, x->app);
 	if (x->nlabels)
-		snprintf(c[n++], 200, "trace_id %s, root span_id %s", x->trace_hex, x->span_hex);
+		snprintf(c[n++], 200, "trace_id %s, span_id %s (this run's span)", x->trace_hex,
+			 x->span_hex);
 	snprintf(c[n++], 200, "dropped: %llu stacks (table full), %llu stacks (fold full), "
 		 "%llu live blocks (table full)",
 		 (unsigned long long)atomic_load(&x->st->dropped),
