@@ -123,7 +123,10 @@ ps_worker_start(struct ps_export *x, uint64_t interval_ns, int lazy)
 	interval = interval_ns;
 	init_sync();
 	atomic_store(&wanted_at, mono_ns() + interval);
-	if (!lazy)
+	/* With a server, the interval uploads are the product: a program that
+	 * burns CPU without ever allocating would otherwise never poke the
+	 * thread awake and send everything at exit, in one request. */
+	if (!lazy || x->remote.on)
 		return spawn();
 	/* The first pass is one interval away: until then there is no thread,
 	 * and a program that ends sooner never gets one.  (A second thread
