@@ -19,13 +19,18 @@ typedef int (*main_fn)(int, char **, char **);
 typedef int (*start_fn)(main_fn, int, char **, void (*)(void), void (*)(void),
 			void (*)(void), void *);
 
+static void leaving(int status) __attribute__((noreturn));
+
 /* Written once by __libc_start_main, before main runs. */
 static main_fn real_main;
 
 static int
 wrapped_main(int argc, char **argv, char **envp)
 {
-	int rc = real_main(argc, argv, envp);
+	/* The shim may have exported variables before main (TRACEPARENT, the
+	 * output directory): main gets the environment as it is now, which is
+	 * envp itself unless something was changed. */
+	int rc = real_main(argc, argv, environ ? environ : envp);
 
 	ps_process_set_exit(rc);
 	return rc;
@@ -52,5 +57,38 @@ exit(int status)
 	ps_process_set_exit(status);
 	if (real)
 		real(status);
-	_Exit(status);  /* not reached */
+	leaving(status);  /* not reached */
+}
+
+/* _exit and _Exit run no exit handler, so the destructor never writes the
+ * last profile nor sends the run's span (Debian's /bin/sh ends this way).
+ * In the profiled process -- never in a fork or vfork child the shim has
+ * not adopted -- the uploader thread is asked for that last pass, within
+ * the flush timeout; the calling thread itself does only async-signal-safe
+ * work, because _exit is often called from signal handlers. */
+static void
+leaving(int status)
+{
+	void (*real)(int) = (void (*)(int))dlsym(RTLD_NEXT, "_exit");
+
+	if (ps_process_is_self()) {
+		ps_process_set_exit(status);
+		ps_process_exit_now();
+	}
+	if (real)
+		real(status);
+	for (;;)
+		;
+}
+
+PS_EXPORT void
+_exit(int status)
+{
+	leaving(status);
+}
+
+PS_EXPORT void
+_Exit(int status)
+{
+	leaving(status);
 }

@@ -8,6 +8,7 @@
  * finds everything in place.  Nothing here prints unless configuration is
  * wrong or the log level asks.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -65,6 +66,24 @@ exe_path(char *buf, size_t len)
 	buf[n > 0 ? n : 0] = '\0';
 }
 
+/* Change the environment with the C library's functions even when the
+ * program defines its own setenv (bash does, and keeps its own table, which
+ * it only builds in main from the environment). */
+static int
+env_set(const char *name, const char *value)
+{
+	static int (*set)(const char *, const char *, int);
+	static int (*unset)(const char *);
+
+	if (!set) {
+		set = (int (*)(const char *, const char *, int))dlsym(RTLD_NEXT, "setenv");
+		unset = (int (*)(const char *))dlsym(RTLD_NEXT, "unsetenv");
+	}
+	if (!set || !unset)
+		return -1;
+	return value ? set(name, value, 1) : unset(name);
+}
+
 /* Absolute output directory; the default one is exported so that children
  * started in other directories write next to their parent's files. */
 static void
@@ -84,7 +103,7 @@ output_dir(struct ps_config *c, int server_on, char *dir, size_t len)
 		if ((size_t)snprintf(dir, len, "%s/%s", cwd, d) >= len)
 			dir[0] = '\0';
 	}
-	if (dir[0] && strcmp(dir, c->output_dir) && setenv("PYROSCOPE_OUTPUT_DIR", dir, 1))
+	if (dir[0] && strcmp(dir, c->output_dir) && env_set("PYROSCOPE_OUTPUT_DIR", dir))
 		ps_debug("could not export PYROSCOPE_OUTPUT_DIR");
 }
 
@@ -173,9 +192,9 @@ start_trace(const struct ps_config *c)
 		memset(sp->parent_span_id, 0, sizeof(sp->parent_span_id));
 		drop_marker(sp->tracestate);
 	}
-	if (ps_span_child_traceparent(sp, tp, sizeof(tp)) == 0 && setenv("TRACEPARENT", tp, 1))
+	if (ps_span_child_traceparent(sp, tp, sizeof(tp)) == 0 && env_set("TRACEPARENT", tp))
 		ps_debug("could not export TRACEPARENT");
-	if (sp->tracestate[0] ? setenv("TRACESTATE", sp->tracestate, 1) : unsetenv("TRACESTATE"))
+	if (env_set("TRACESTATE", sp->tracestate[0] ? sp->tracestate : NULL))
 		ps_debug("could not export TRACESTATE");
 	ps_debug("trace correlation: %s (span %s)", tp, sp->name);
 	return sp;
@@ -332,6 +351,14 @@ ps_process_is_self(void)
 	int pid = atomic_load(&g.pid);
 
 	return pid != 0 && pid == (int)getpid();
+}
+
+PS_SIGSAFE void
+ps_process_exit_now(void)
+{
+	(void)ps_sampler_disarm();
+	ps_worker_exit(g.cfg.flush_timeout_ns);
+	atomic_store(&g.pid, 0);
 }
 
 void

@@ -14,6 +14,10 @@ int ps_process_is_self(void);
  * the flush timeout. */
 void ps_process_before_exec(void);
 
+/* _exit: the last pass through the uploader thread, bounded by the flush
+ * timeout.  Async-signal-safe. */
+void ps_process_exit_now(void);
+
 /* Record the run's exit status and command line, for its span. */
 void ps_process_set_exit(int status);
 void ps_process_set_args(int argc, const char *const *argv);

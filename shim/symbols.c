@@ -926,13 +926,18 @@ put_offset(struct ps_symbols *s, const char *prefix, uintptr_t v)
 static void
 put_func(struct ps_symbols *s, const char *raw)
 {
-	char *d = NULL;
+	char *d = NULL, *at;
 	int status = -1;
 
 	if (s->demangle && raw[0] == '_' && raw[1] == 'Z')
 		d = s->demangle(raw, NULL, NULL, &status);
 	copy_out(s->scratch, sizeof(s->scratch), d && status == 0 ? d : raw);
 	free(d);
+	/* A .symtab names versioned definitions "name@@GLIBC_2.34": the
+	 * function is "name", as in .dynsym and in every other profiler. */
+	at = strchr(s->scratch, '@');
+	if (at && at != s->scratch)
+		*at = '\0';
 }
 
 static void

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -14,8 +15,14 @@
 
 /* Protects the export state and the fields below. */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t wake;
 static int stopping;              /* protected by lock */
+/* The worker sleeps on `wake`; everyone who needs it posts.  Semaphores,
+ * because sem_post is async-signal-safe: _exit may be called from a signal
+ * handler. */
+static sem_t wake;
+static sem_t exit_done;
+static _Atomic int exit_req;      /* _exit asks for the last pass */
+static _Atomic uint64_t exit_deadline;
 static struct ps_export *exp_state;
 static uint64_t interval;
 /* 1 while a worker thread exists in this process; 0 in a fresh fork child. */
@@ -47,6 +54,21 @@ min_u64(uint64_t a, uint64_t b)
 	return a < b ? a : b;
 }
 
+/* The last pass, asked for by _exit: the exiting thread may be inside a
+ * signal handler, or hold a lock the pass needs, so it only waits for us,
+ * at most until the deadline. */
+static void
+exit_pass(void)
+{
+	uint64_t deadline = atomic_load(&exit_deadline);
+
+	stopping = 1;
+	(void)ps_export_run(exp_state, 1);
+	ps_export_end_span(exp_state);
+	ps_export_send(exp_state, 1, deadline);
+	sem_post(&exit_done);
+}
+
 static void *
 main_loop(void *arg)
 {
@@ -63,9 +85,15 @@ main_loop(void *arg)
 		/* Wake for the next pass, or earlier for a retry that is due. */
 		wake_at = min_u64(next, ps_export_next_due(exp_state));
 		ts = to_ts(wake_at);
-		(void)pthread_cond_timedwait(&wake, &lock, &ts);
+		pthread_mutex_unlock(&lock);
+		(void)sem_clockwait(&wake, CLOCK_MONOTONIC, &ts);
+		pthread_mutex_lock(&lock);
 		if (stopping)
 			break;
+		if (atomic_exchange(&exit_req, 0)) {
+			exit_pass();
+			break;
+		}
 		now = mono_ns();
 		if (now >= next) {
 			(void)ps_export_run(exp_state, 0);
@@ -106,13 +134,10 @@ spawn(void)
 static void
 init_sync(void)
 {
-	pthread_condattr_t ca;
-
 	pthread_mutex_init(&lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&wake, &ca);
-	pthread_condattr_destroy(&ca);
+	sem_init(&wake, 0, 0);
+	sem_init(&exit_done, 0, 0);
+	atomic_store(&exit_req, 0);
 	stopping = 0;
 }
 
@@ -126,7 +151,7 @@ ps_worker_start(struct ps_export *x, uint64_t interval_ns, int lazy)
 	/* With a server, the interval uploads are the product: a program that
 	 * burns CPU without ever allocating would otherwise never poke the
 	 * thread awake and send everything at exit, in one request. */
-	if (!lazy || x->remote.on)
+	if (!lazy || x->remote.on || x->remote.otlp_url[0])
 		return spawn();
 	/* The first pass is one interval away: until then there is no thread,
 	 * and a program that ends sooner never gets one.  (A second thread
@@ -151,7 +176,7 @@ ps_worker_flush(uint64_t timeout_ns, int final)
 	}
 	if (final) {
 		stopping = 1;
-		pthread_cond_signal(&wake);
+		sem_post(&wake);
 	}
 	(void)ps_export_run(exp_state, 1);
 	if (final)
@@ -182,4 +207,20 @@ ps_worker_poke(int now)
 		return;
 	if (spawn())
 		ps_debug("uploader thread not started");
+}
+
+PS_SIGSAFE void
+ps_worker_exit(uint64_t timeout_ns)
+{
+	struct timespec ts;
+	uint64_t deadline = mono_ns() + timeout_ns;
+
+	if (!atomic_load(&running) || !exp_state)
+		return;
+	atomic_store(&exit_deadline, deadline);
+	atomic_store(&exit_req, 1);
+	sem_post(&wake);
+	ts = to_ts(deadline);
+	while (sem_clockwait(&exit_done, CLOCK_MONOTONIC, &ts) && errno == EINTR)
+		;
 }

@@ -22,7 +22,8 @@
  * lazy 0: start it now.  lazy 1: start it at the first ps_worker_poke()
  * one interval from now -- the allocation hooks poke on their slow path,
  * pthread_create pokes at once -- so a short program never has a second
- * thread.  Returns 0 or -errno from pthread_create.  Context: constructor. */
+ * thread; except with a server or an OTLP endpoint, where the uploads of
+ * every interval (and the span at _exit) need it from the start.  Returns 0 or -errno from pthread_create.  Context: constructor. */
 int ps_worker_start(struct ps_export *x, uint64_t interval_ns, int lazy) PS_WUR;
 
 /* Run the last pass in the calling thread, waiting at most timeout_ns for
@@ -30,6 +31,13 @@ int ps_worker_start(struct ps_export *x, uint64_t interval_ns, int lazy) PS_WUR;
  * ending; 0: an exec is starting (the worker keeps going if it fails).
  * Context: any host thread (destructor, exec hooks); guard held. */
 void ps_worker_flush(uint64_t timeout_ns, int final);
+
+/* _exit is ending the process without exit handlers: ask the worker thread
+ * (if there is one) for the last pass -- profiles and the run's span -- and
+ * wait at most timeout_ns.  Nothing else is done in the calling thread,
+ * which may be inside a signal handler or hold the C library's locks.
+ * Context: any thread; async-signal-safe. */
+void ps_worker_exit(uint64_t timeout_ns);
 
 /* Fork child: the worker thread does not exist here.  Reset the lock and
  * mark the thread as not running; it is started again by ps_worker_poke,

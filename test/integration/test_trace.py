@@ -294,20 +294,16 @@ class Trace(UploadTest):
         self.assertEqual(shell_tp, "00-%s-%s-03" % (sh["trace_id"], sh["span_id"]))
         self.assertEqual((child["trace_id"], child["parent"]), (sh["trace_id"], sh["span_id"]))
 
-    # Known bug (reported): Debian's /bin/sh (dash) leaves through _exit(2),
-    # which runs no destructor, so the shell's span -- the parent of all its
-    # children's spans -- is never exported.
-    @unittest.expectedFailure
+    # Debian's /bin/sh (dash) leaves through _exit(2), which runs no
+    # destructor: the shim's _exit hands the last pass to its uploader.
     def test_sh_exports_the_span_it_hands_to_its_children(self):
         shell_tp, _, spans = self.shell("sh", TP_IN)
         self.assertIn("sh", spans)
         self.assertEqual(shell_tp.split("-")[2], spans["sh"]["span_id"])
 
-    # Known bug (reported): bash defines its own setenv(), which the shim's
-    # constructor calls instead of libc's; bash then re-reads the incoming
-    # TRACEPARENT from main's envp, so its children join the caller's span
-    # instead of bash's.
-    @unittest.expectedFailure
+    # bash defines its own setenv() and builds its variables from main's
+    # envp: the shim exports with libc's setenv and gives main the updated
+    # environment.
     def test_bash_joining_a_trace_hands_its_own_span_to_its_children(self):
         shell_tp, _, spans = self.shell("bash", TP_IN)
         sh, child = spans["bash"], spans["trace_exit"]
