@@ -344,7 +344,9 @@ class Bench:
     def cpu_accuracy(self):
         self.emit("## 3a. CPU accuracy: `cpu_split MS THREADS 25` (truth: each thread's own CPU clock)")
         self.emit()
-        profs = ["shim"]
+        # The shim in both timer modes: per-thread timers (the default) and
+        # one process-wide ITIMER_PROF, as gperftools uses.
+        profs = ["shim", "shim-process"]
         for t, n in (("gperf", "gperftools"), ("perf", "perf")):
             if not self.tools[t]:
                 profs.append(n)
@@ -354,15 +356,17 @@ class Bench:
         names = ["burn_alpha", "burn_beta"]
         split = os.path.join(PROG, "cpu_split")
         rows = []
-        for threads in (1, 2, 4):
-            ms = self.s["split_ms"] if threads < 4 else self.s["split_ms4"]
+        for threads in (1, 2, 4, 8):
+            ms = self.s["split_ms"] if threads < 4 else self.s["split_ms4"] // (threads // 4)
 
             def make(p, r):
                 d = self.fresh("acc")
                 truth = os.path.join(d, "truth.json")
                 argv = [split, str(ms), str(threads), "25", truth]
-                if p == "shim":
-                    res = run(argv, self.shim_env(d, 100, extra={"PYROSCOPE_APPLICATION_NAME": "split"}))
+                if p.startswith("shim"):
+                    timer = "process" if p == "shim-process" else "thread"
+                    res = run(argv, self.shim_env(d, 100, extra={"PYROSCOPE_APPLICATION_NAME": "split",
+                                                                 "PYROSCOPE_CPU_TIMER": timer}))
                     f = ids_in(d, ".cpu.pb.gz")
                     _, samples = pprof_raw(os.path.join(d, f[0]))
                     cum, total = cum_by_function(samples, 1, names)
@@ -704,6 +708,60 @@ class Bench:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
+def _upload(self):
+    """Bytes on the wire and CPU per upload interval for the generator demo,
+    against the loopback peer that applies Pyroscope's rules."""
+    self.emit("## 7. Upload: `generator N out.json --seed 1`, interval %s, loopback peer"
+              % self.s.get("upload_interval", "200ms"))
+    self.emit()
+    n = "2000" if self.smoke else "200000"
+    gen = os.path.join(ROOT, "examples", "generator")
+    rounds = 1 if self.smoke else 3
+    rows, cpu_l, cpu_s, reqs, body = [], [], [], [], []
+    for r in range(rounds):
+        for mode in ("local", "server"):
+            d = self.fresh("upl")
+            extra = {"PYROSCOPE_UPLOAD_INTERVAL": "200ms", "PYROSCOPE_APPLICATION_NAME": "generator"}
+            if mode == "server":
+                pdir = os.path.join(d, "peer")
+                os.makedirs(pdir)
+                portf = os.path.join(d, "port")
+                peer = subprocess.Popen([sys.executable, os.path.join(ROOT, "test", "peer", "pyroscope_peer.py"),
+                                         "--dir", pdir, "--port-file", portf, "--max-seconds", "120"],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                for _ in range(500):
+                    if os.path.exists(portf) and open(portf).read().strip():
+                        break
+                    time.sleep(0.01)
+                extra["PYROSCOPE_SERVER_ADDRESS"] = "http://127.0.0.1:%s" % open(portf).read().strip()
+            env = self.shim_env(d, 100, extra=extra)
+            if mode == "server":
+                env.pop("PYROSCOPE_OUTPUT_DIR", None)
+            res = run([gen, n, os.path.join(d, "out.json"), "--seed", "1"], env)
+            if mode == "local":
+                cpu_l.append(res.cpu)
+                continue
+            peer.terminate()
+            peer.wait(timeout=30)
+            cpu_s.append(res.cpu)
+            metas = [json.load(open(os.path.join(pdir, f))) for f in os.listdir(pdir) if f.endswith(".json")]
+            profiles = [m for m in metas if m.get("path", "").endswith("/ingest")]
+            reqs.append(len(profiles))
+            body.append(sum(m.get("body_len", 0) for m in profiles))
+    intervals = [max(1, q // 2) for q in reqs]  # a CPU and an alloc request per interval
+    per_int_bytes = [b / i for b, i in zip(body, intervals)]
+    per_int_cpu = [1e3 * (s_ - l) / i for s_, l, i in zip(cpu_s, cpu_l, intervals)]
+    rows.append(["requests per run", span(reqs, "%.0f")])
+    rows.append(["bytes per interval (CPU + alloc request bodies, gzipped pprof)", span(per_int_bytes, "%.0f")])
+    rows.append(["CPU ms per interval (server run minus local-files run)", span(per_int_cpu, "%.2f")])
+    rows.append(["CPU s, local files / server", "%s / %s" % (span(cpu_l), span(cpu_s))])
+    self.table(["what", "median (min-max)"], rows)
+    self.data["upload"] = rows
+
+
+Bench.upload = _upload
+
+
 def machine():
     """nproc, CPU model, kernel, glibc: the figures depend on all four."""
     model = "?"
@@ -733,7 +791,7 @@ def tree():
 
 
 SECTIONS = ["cpu_overhead", "handler_cost", "cpu_accuracy", "alloc_accuracy",
-            "alloc_fast_path", "malloc_heavy", "generator", "startup", "memory"]
+            "alloc_fast_path", "malloc_heavy", "generator", "startup", "memory", "upload"]
 
 
 def main():
