@@ -29,6 +29,33 @@ struct start {
 	int shim;   /* created by the shim itself (guard held): never sampled */
 };
 
+/* Counts the program's threads for the uploader (worker.h): its
+ * destructor runs when a thread ends, by return or by pthread_exit. */
+static pthread_key_t host_key;
+static pthread_once_t host_once = PTHREAD_ONCE_INIT;
+static int host_key_ok;
+
+static void
+host_thread_gone(void *unused)
+{
+	(void)unused;
+	ps_worker_host_thread(-1);
+}
+
+static void
+host_key_init(void)
+{
+	host_key_ok = pthread_key_create(&host_key, host_thread_gone) == 0;
+}
+
+void
+ps_hook_thread_adopt(void)
+{
+	pthread_once(&host_once, host_key_init);
+	if (host_key_ok)
+		(void)pthread_setspecific(host_key, (void *)1);
+}
+
 static void *
 trampoline(void *p)
 {
@@ -39,6 +66,8 @@ trampoline(void *p)
 	if (!s.shim) {
 		ps_unwind_warm_thread();
 		ps_sampler_thread_start();
+		ps_worker_host_thread(1);
+		ps_hook_thread_adopt();
 	}
 	ps_guard_leave();
 	return s.fn(s.arg);

@@ -231,6 +231,7 @@ on_fork_child(void)
 	ps_export_abandon(&g.x);
 	g.x.pid = getpid();
 	ps_worker_child();
+	ps_hook_thread_adopt();
 	ps_sampler_child();
 }
 
@@ -301,6 +302,7 @@ start(void)
 	start_export(c);
 	if (pthread_atfork(ps_unwind_fork_prepare, ps_unwind_fork_parent, on_fork_child))
 		ps_warn("fork handler not installed");
+	ps_hook_thread_adopt();  /* the main thread is one of the program's */
 	atomic_store(&g.pid, (int)getpid());
 	if (c->cpu_enabled) {
 		rc = ps_sampler_start(&g.st, c->sample_rate, c->cpu_timer);

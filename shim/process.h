@@ -18,6 +18,10 @@ void ps_process_before_exec(void);
  * timeout.  Async-signal-safe. */
 void ps_process_exit_now(void);
 
+/* Count the calling thread as one of the program's (the main thread at
+ * start-up, the forking thread in a fork child); see worker.h. */
+void ps_hook_thread_adopt(void);
+
 /* Record the run's exit status and command line, for its span. */
 void ps_process_set_exit(int status);
 void ps_process_set_args(int argc, const char *const *argv);

@@ -130,8 +130,14 @@ ps_unwind_init(void)
 		return rc;
 	main_phdr = (const ElfW(Phdr) *)getauxval(AT_PHDR);
 	main_phnum = getauxval(AT_PHNUM);
-	/* A per-thread cache needs no lock shared with other threads. */
-	if (unw.set_caching_policy(*unw.local_as, UNW_CACHE_PER_THREAD))
+	/* A per-thread cache needs no lock shared with other threads (Debian's
+	 * build falls back to its global cache: see the fork handlers).  This
+	 * first call runs libunwind's one-time initialisation, which opens a
+	 * pipe unless the hooks see a capture in progress (hook_fd.c). */
+	t_active = 1;
+	rc = unw.set_caching_policy(*unw.local_as, UNW_CACHE_PER_THREAD);
+	t_active = 0;
+	if (rc)
 		return -ENOSYS;
 	unw.loaded = 1;
 	/* The first capture runs libunwind's one-time initialisation, which

@@ -22,6 +22,11 @@ static int stopping;              /* protected by lock */
 static sem_t wake;
 static sem_t exit_done;
 static _Atomic int exit_req;      /* _exit asks for the last pass */
+/* The program's own threads still alive (those the shim saw start).  When
+ * the last one ends with pthread_exit, the worker must end too: a process
+ * lives until its last thread is gone, and ours must never keep it. */
+static _Atomic int host_threads = 1;
+static _Atomic int quit;
 static _Atomic uint64_t exit_deadline;
 static struct ps_export *exp_state;
 static uint64_t interval;
@@ -88,7 +93,7 @@ main_loop(void *arg)
 		pthread_mutex_unlock(&lock);
 		(void)sem_clockwait(&wake, CLOCK_MONOTONIC, &ts);
 		pthread_mutex_lock(&lock);
-		if (stopping)
+		if (stopping || atomic_load(&quit))
 			break;
 		if (atomic_exchange(&exit_req, 0)) {
 			exit_pass();
@@ -189,6 +194,8 @@ void
 ps_worker_child(void)
 {
 	init_sync();
+	atomic_store(&host_threads, 1);  /* the forking thread */
+	atomic_store(&quit, 0);
 	atomic_store(&running, 0);
 	atomic_store(&wanted_at, mono_ns() + interval);
 	atomic_store(&wanted, exp_state != NULL);
@@ -223,4 +230,16 @@ ps_worker_exit(uint64_t timeout_ns)
 	ts = to_ts(deadline);
 	while (sem_clockwait(&exit_done, CLOCK_MONOTONIC, &ts) && errno == EINTR)
 		;
+}
+
+void
+ps_worker_host_thread(int delta)
+{
+	if (atomic_fetch_add(&host_threads, delta) + delta > 0)
+		return;
+	/* The last thread of the program is leaving through pthread_exit:
+	 * the process ends when our thread ends too, and then runs its exit
+	 * handlers -- the destructor's last pass -- on our thread. */
+	atomic_store(&quit, 1);
+	sem_post(&wake);
 }

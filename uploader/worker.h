@@ -39,6 +39,12 @@ void ps_worker_flush(uint64_t timeout_ns, int final);
  * Context: any thread; async-signal-safe. */
 void ps_worker_exit(uint64_t timeout_ns);
 
+/* A thread of the program starts (+1) or ends (-1).  When none is left
+ * the worker thread ends, so that it never keeps the process alive after
+ * the program's last thread called pthread_exit.
+ * Context: any host thread (thread start, thread-exit destructor). */
+void ps_worker_host_thread(int delta);
+
 /* Fork child: the worker thread does not exist here.  Reset the lock and
  * mark the thread as not running; it is started again by ps_worker_poke,
  * one interval later.
