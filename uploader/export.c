@@ -96,7 +96,7 @@ write_folded(struct ps_export *x, const char *kind, int v, int64_t div)
 	int rc;
 
 	ps_buf_reset(&x->out);
-	rc = ps_fold_folded(&x->fold, v, div, &x->out);
+	rc = ps_fold_folded(&x->fold, NULL, v, div, &x->out);
 	if (!rc)
 		rc = write_file(x, kind, &x->out);
 	return rc;
@@ -123,13 +123,13 @@ write_local(struct ps_export *x, struct ps_profile_meta *m)
 
 	m->time_nanos = (int64_t)x->start_ns;
 	m->duration_nanos = (int64_t)(clock_ns(CLOCK_REALTIME) - x->start_ns);
-	if (x->cpu_on && ps_fold_total(&x->fold, PS_F_CPU_SAMPLES) > 0) {
+	if (x->cpu_on && ps_fold_total(&x->fold, NULL, PS_F_CPU_SAMPLES) > 0) {
 		m->period = 1000000000ll / x->cfg->sample_rate;
 		rc |= write_pprof(x, &ps_family_cpu, m);
 		rc |= write_folded(x, "cpu.folded", PS_F_CPU_NS, 1);
 	}
-	if (x->alloc_on && (ps_fold_total(&x->fold, PS_F_ALLOC_OBJS) > 0 ||
-			    ps_fold_total(&x->fold, PS_F_INUSE_OBJS) > 0)) {
+	if (x->alloc_on && (ps_fold_total(&x->fold, NULL, PS_F_ALLOC_OBJS) > 0 ||
+			    ps_fold_total(&x->fold, NULL, PS_F_INUSE_OBJS) > 0)) {
 		m->period = (int64_t)x->cfg->alloc_sample_bytes;
 		rc |= write_pprof(x, &ps_family_alloc, m);
 		rc |= write_folded(x, "alloc_objects.folded", PS_F_ALLOC_OBJS, PS_FIXED_ONE);
@@ -200,7 +200,7 @@ ps_export_run(struct ps_export *x, int final)
 	m.nlabels = x->nlabels;
 	ps_debug("export pass %llu%s: %u stacks, %lld cpu samples; %s", (unsigned long long)x->passes,
 		 final ? " (final)" : "", x->fold.n,
-		 (long long)ps_fold_total(&x->fold, PS_F_CPU_SAMPLES), c[nc - 1]);
+		 (long long)ps_fold_total(&x->fold, NULL, PS_F_CPU_SAMPLES), c[nc - 1]);
 	if (x->dir[0])
 		rc = write_local(x, &m);
 	ps_remote_queue(&x->remote, &x->fold, x->cpu_on, x->alloc_on, &m,

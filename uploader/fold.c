@@ -319,18 +319,19 @@ ps_fold_update(struct ps_fold *f, const struct ps_stacktab *st, struct ps_liveta
 }
 
 int64_t
-ps_fold_total(const struct ps_fold *f, int v)
+ps_fold_total(const struct ps_fold *f, const int64_t (*vals)[PS_F_NVALUES], int v)
 {
 	int64_t t = 0;
 	uint32_t i;
 
 	for (i = 0; i < f->n; i++)
-		t += f->e[i].v[v];
+		t += vals ? vals[i][v] : f->e[i].v[v];
 	return t;
 }
 
 int
-ps_fold_folded(const struct ps_fold *f, int v, int64_t div, struct ps_buf *out)
+ps_fold_folded(const struct ps_fold *f, const int64_t (*vals)[PS_F_NVALUES], int v,
+	       int64_t div, struct ps_buf *out)
 {
 	const struct ps_fold_entry *e;
 	int64_t val;
@@ -339,7 +340,9 @@ ps_fold_folded(const struct ps_fold *f, int v, int64_t div, struct ps_buf *out)
 
 	for (i = 0; i < f->n; i++) {
 		e = &f->e[i];
-		val = div > 1 ? (e->v[v] + div / 2) / div : e->v[v];
+		val = vals ? vals[i][v] : e->v[v];
+		if (div > 1)
+			val = (val + div / 2) / div;
 		if (val <= 0)
 			continue;
 		for (d = e->depth; d > 0; d--) {

@@ -67,11 +67,14 @@ int ps_fold_reset(struct ps_fold *f) PS_WUR;
  * NULL).  Returns 0 or -ENOMEM (the pass is then partial, and says so). */
 int ps_fold_update(struct ps_fold *f, const struct ps_stacktab *st, struct ps_livetab *lt) PS_WUR;
 
-/* Sum of value v over all entries. */
-int64_t ps_fold_total(const struct ps_fold *f, int v);
+/* Sum of value v over all entries, taken from vals (one row per entry)
+ * or, when vals is NULL, from the fold's own counters. */
+int64_t ps_fold_total(const struct ps_fold *f, const int64_t (*vals)[PS_F_NVALUES], int v);
 
 /* Append "root;...;leaf N\n" lines for value v (divided by `div`, rounded;
- * lines that round to 0 are left out).  Returns 0, -E2BIG, -ENOMEM. */
-int ps_fold_folded(const struct ps_fold *f, int v, int64_t div, struct ps_buf *out) PS_WUR;
+ * lines that round to 0 are left out), from vals or the fold's counters
+ * as above.  Returns 0, -E2BIG, -ENOMEM. */
+int ps_fold_folded(const struct ps_fold *f, const int64_t (*vals)[PS_F_NVALUES], int v,
+		   int64_t div, struct ps_buf *out) PS_WUR;
 
 #endif

@@ -26,17 +26,6 @@ const struct ps_family ps_family_alloc = {
 	"inuse_space",
 };
 
-int64_t
-ps_profile_total(const struct ps_fold *f, const int64_t (*vals)[PS_F_NVALUES], int v)
-{
-	int64_t t = 0;
-	uint32_t i;
-
-	for (i = 0; i < f->n; i++)
-		t += vals ? vals[i][v] : f->e[i].v[v];
-	return t;
-}
-
 int
 ps_profile_encode(const struct ps_fold *f, const struct ps_family *fam,
 		  const int64_t (*vals)[PS_F_NVALUES], const struct ps_profile_meta *m,

@@ -47,7 +47,4 @@ int ps_profile_encode(const struct ps_fold *f, const struct ps_family *fam,
 		      const int64_t (*vals)[PS_F_NVALUES], const struct ps_profile_meta *m,
 		      struct ps_buf *out) PS_WUR;
 
-/* Sum of fold value v over entries, from vals (or the fold when NULL). */
-int64_t ps_profile_total(const struct ps_fold *f, const int64_t (*vals)[PS_F_NVALUES], int v);
-
 #endif

@@ -236,36 +236,13 @@ queue_pprof(struct ps_remote *r, const struct ps_fold *f, const struct ps_family
 	return queue_request(r, q, &body, ctype, fam->kind);
 }
 
-/* Folded text of value v from d, as in fold.c, for the folded ingest
- * format.  Returns 0 or -E2BIG/-ENOMEM; an empty body is not queued. */
-static int
-folded_text(const struct ps_fold *f, const int64_t (*d)[PS_F_NVALUES], int v, int64_t div,
-	    struct ps_buf *out)
-{
-	uint32_t i, k;
-	int64_t val;
-	int rc = 0;
-
-	for (i = 0; i < f->n && !rc; i++) {
-		val = div > 1 ? (d[i][v] + div / 2) / div : d[i][v];
-		if (val <= 0)
-			continue;
-		for (k = f->e[i].depth; k > 0 && !rc; k--)
-			rc = ps_buf_printf(out, "%s%s", f->names[f->frames[f->e[i].frames + k - 1]],
-					   k > 1 ? ";" : "");
-		if (!rc)
-			rc = ps_buf_printf(out, " %lld\n", (long long)val);
-	}
-	return rc;
-}
-
 static int
 queue_folded(struct ps_remote *r, const struct ps_fold *f, const int64_t (*d)[PS_F_NVALUES],
 	     const char *type, int v, int64_t div, struct ps_ingest_query *q)
 {
 	struct ps_buf body = PS_BUF_INIT(BODY_CAP);
 	char name[sizeof(r->name)];
-	int rc = folded_text(f, d, v, div, &body);
+	int rc = ps_fold_folded(f, d, v, div, &body);
 
 	if (rc || body.len == 0) {
 		ps_buf_free(&body);
@@ -316,10 +293,10 @@ queue_family(struct ps_remote *r, const struct ps_fold *f, const int64_t (*d)[PS
 				     .spy_name = "pyroshim" };
 
 	if (cpu) {
-		if (ps_profile_total(f, d, PS_F_CPU_SAMPLES) <= 0)
+		if (ps_fold_total(f, d, PS_F_CPU_SAMPLES) <= 0)
 			return 0;
-	} else if (ps_profile_total(f, d, PS_F_ALLOC_OBJS) <= 0 &&
-		   ps_profile_total(f, d, PS_F_INUSE_OBJS) <= 0) {
+	} else if (ps_fold_total(f, d, PS_F_ALLOC_OBJS) <= 0 &&
+		   ps_fold_total(f, d, PS_F_INUSE_OBJS) <= 0) {
 		return 0;
 	}
 	if (r->folded)
