@@ -2,11 +2,13 @@
  * See unwind.h for why it is built this way. */
 #define UNW_LOCAL_ONLY
 #include "unwind.h"
+#include "ehframe.h"
 
 #include <dlfcn.h>
 #include <elf.h>
 #include <errno.h>
 #include <libunwind.h>
+#include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -34,6 +36,7 @@ static size_t main_phnum;
 static PS_TLS int t_active;       /* inside a capture on this thread */
 static PS_TLS uintptr_t t_cur_ip; /* frame libunwind is looking up */
 static PS_TLS int t_warm;         /* libunwind's TLS exists on this thread */
+static PS_TLS uintptr_t t_stack_lo, t_stack_hi; /* this thread's stack */
 
 /* Fork quiescence.  Debian's libunwind 1.6 is built without __thread, so
  * UNW_CACHE_PER_THREAD silently becomes UNW_CACHE_GLOBAL, whose cache is
@@ -117,6 +120,25 @@ load(void)
 	return 0;
 }
 
+/* The calling thread's stack bounds, for the fast unwinder's reads.
+ * pthread_getattr_np allocates (and reads /proc/self/maps for the main
+ * thread): never in signal context. */
+static void
+learn_stack(void)
+{
+	pthread_attr_t a;
+	void *addr;
+	size_t size;
+
+	if (pthread_getattr_np(pthread_self(), &a))
+		return;
+	if (pthread_attr_getstack(&a, &addr, &size) == 0) {
+		t_stack_lo = (uintptr_t)addr;
+		t_stack_hi = (uintptr_t)addr + size;
+	}
+	(void)pthread_attr_destroy(&a);
+}
+
 int
 ps_unwind_init(void)
 {
@@ -143,6 +165,7 @@ ps_unwind_init(void)
 	/* The first capture runs libunwind's one-time initialisation, which
 	 * takes a lock: do it here, never in the handler. */
 	ps_unwind_here(ips, 8);
+	learn_stack();
 	t_warm = 1;
 	return 0;
 }
@@ -155,6 +178,7 @@ ps_unwind_warm_thread(void)
 	if (t_warm || !unw.loaded)
 		return;
 	ps_unwind_here(ips, 4);
+	learn_stack();
 	t_warm = 1;
 }
 
@@ -180,12 +204,26 @@ PS_SIGSAFE int
 ps_unwind_signal(void *ucontext, uintptr_t *ips, int max)
 {
 	const ucontext_t *uc = ucontext;
+	struct ps_frame_regs r;
 	unw_cursor_t cur;
 	int n;
 
 	ips[0] = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
 	if (!unw.loaded || !t_warm || t_active || max < 2)
 		return 1;
+	r.ip = ips[0];
+	r.sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
+	r.bp = (uintptr_t)uc->uc_mcontext.gregs[REG_RBP];
+	/* The fast path, when the thread is on its own stack (not on an
+	 * alternate signal stack, whose bounds we do not know). */
+	if (r.sp >= t_stack_lo && r.sp < t_stack_hi) {
+		t_active = 1;
+		n = ps_ehframe_walk(&r, t_stack_hi, ips, max, 1);
+		t_active = 0;
+		if (n > 0)
+			return n;
+		ips[0] = r.ip;
+	}
 	if (enter())
 		return 1;
 	t_active = 1;
@@ -201,15 +239,27 @@ ps_unwind_signal(void *ucontext, uintptr_t *ips, int max)
 	return n;
 }
 
-int
+__attribute__((noinline)) int
 ps_unwind_here(uintptr_t *ips, int max)
 {
+	struct ps_frame_regs r;
 	unw_context_t ctx;
 	unw_cursor_t cur;
 	int n = 0;
 
 	if (!unw.loaded || t_active || max < 1)
 		return 0;
+	/* This very instruction and stack pointer: the walk starts in this
+	 * frame, whose CFI describes the stack as it is here. */
+	__asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2"
+			 : "=r"(r.ip), "=r"(r.sp), "=r"(r.bp));
+	if (r.sp >= t_stack_lo && r.sp < t_stack_hi) {
+		t_active = 1;
+		n = ps_ehframe_walk(&r, t_stack_hi, ips, max, 0);
+		t_active = 0;
+		if (n > 0)
+			return n;
+	}
 	if (enter())
 		return 0;
 	t_active = 1;

@@ -1,4 +1,11 @@
-/* unwind.h -- stack capture with libunwind, safe inside SIGPROF.
+/* unwind.h -- stack capture, safe inside SIGPROF.
+ *
+ * Two unwinders.  The fast one (shim/ehframe.c) reads .eh_frame itself,
+ * with a per-thread cache of rows, no lock and no system call; it walks
+ * ordinary frames on the thread's own stack.  When it meets anything else
+ * (a signal trampoline, a DWARF expression, an alternate signal stack, a
+ * thread whose stack bounds are unknown) the whole stack is walked again
+ * with libunwind, as below.
  *
  * Why libunwind is dlopen'ed, not linked: Debian's libunwind.so.8 exports
  * _Unwind_RaiseException and friends.  Linked into a preloaded library it

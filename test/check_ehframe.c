@@ -1,0 +1,285 @@
+/* Unit tests of the fast unwinder (shim/ehframe.c): the stacks it walks
+ * equal those of libgcc's unwinder (glibc's backtrace(), an independent
+ * implementation of the same CFI), from plain code, through a shared
+ * library (libc's qsort calling back), from a signal handler's interrupted
+ * context on several threads, and it fails or stops -- never faults -- on
+ * stacks of garbage. */
+#include <check.h>
+#include <execinfo.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "ehframe.h"
+
+static uintptr_t
+stack_top(void)
+{
+	pthread_attr_t a;
+	void *addr;
+	size_t size;
+
+	ck_assert_int_eq(pthread_getattr_np(pthread_self(), &a), 0);
+	ck_assert_int_eq(pthread_attr_getstack(&a, &addr, &size), 0);
+	pthread_attr_destroy(&a);
+	return (uintptr_t)addr + size;
+}
+
+/* Walk from this very point, as shim/unwind.c's ps_unwind_here does. */
+static __attribute__((noinline)) int
+walk_here(uintptr_t *ips, int max)
+{
+	struct ps_frame_regs r;
+
+	__asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2"
+			 : "=r"(r.ip), "=r"(r.sp), "=r"(r.bp));
+	return ps_ehframe_walk(&r, stack_top(), ips, max, 0);
+}
+
+/* Both walks started in walk_here/compare's frames, which differ; compare
+ * from the first frame they share (this file's recursion) to the end. */
+static void
+compare_with_libgcc(int min)
+{
+	uintptr_t ips[128];
+	void *bt[128];
+	int n = walk_here(ips, 128), m = backtrace(bt, 128), i, j;
+
+	ck_assert_int_gt(n, min);
+	ck_assert_int_lt(n, 128);
+	/* backtrace() gives return addresses; ours are return address - 1,
+	 * so that they fall inside the call.  Find bt[1] (our caller's
+	 * return address) in ips. */
+	for (i = 0; i < n && ips[i] + 1 != (uintptr_t)bt[1]; i++)
+		;
+	ck_assert_msg(i < n, "libgcc's frame 1 (%p) not among the %d frames walked", bt[1], n);
+	for (j = 1; j < m && i < n; j++, i++)
+		ck_assert_msg(ips[i] + 1 == (uintptr_t)bt[j],
+			      "frame %d: walked %#lx, libgcc %p", j, (unsigned long)ips[i] + 1, bt[j]);
+	/* Same length: both end at the outermost frame (_start or clone3). */
+	ck_assert_int_eq(n - i, 0);
+	ck_assert_int_eq(m - j, 0);
+}
+
+static __attribute__((noinline)) int
+recurse(int depth)
+{
+	int r;
+
+	if (depth == 0) {
+		compare_with_libgcc(40);
+		return 1;
+	}
+	r = recurse(depth - 1);
+	return r + (depth & 1); /* not a tail call */
+}
+
+START_TEST(test_deep_stack_equals_libgcc)
+{
+	ck_assert_int_gt(recurse(40), 0);
+}
+END_TEST
+
+static int
+by_value(const void *a, const void *b)
+{
+	static int once;
+
+	if (!once) {
+		once = 1;
+		compare_with_libgcc(5); /* inside libc's qsort */
+	}
+	return *(const int *)a - *(const int *)b;
+}
+
+START_TEST(test_through_libc_callback_equals_libgcc)
+{
+	int v[64];
+
+	for (int i = 0; i < 64; i++)
+		v[i] = 64 - i;
+	qsort(v, 64, sizeof(v[0]), by_value);
+	ck_assert_int_eq(v[0], 1);
+}
+END_TEST
+
+static void *
+thread_compare(void *arg)
+{
+	(void)arg;
+	recurse(40);
+	return NULL;
+}
+
+START_TEST(test_thread_stack_ends_at_clone)
+{
+	pthread_t t;
+
+	ck_assert_int_eq(pthread_create(&t, NULL, thread_compare, NULL), 0);
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+}
+END_TEST
+
+/* From a signal handler: walk the interrupted context and check that the
+ * frames below the leaf are this file's spinning recursion. */
+static __thread uintptr_t t_top;
+static _Atomic int walked, deep;
+
+static void
+on_prof(int sig, siginfo_t *si, void *ucv)
+{
+	ucontext_t *uc = ucv;
+	struct ps_frame_regs r = {
+		(uintptr_t)uc->uc_mcontext.gregs[REG_RIP],
+		(uintptr_t)uc->uc_mcontext.gregs[REG_RSP],
+		(uintptr_t)uc->uc_mcontext.gregs[REG_RBP],
+	};
+	uintptr_t ips[128];
+	int n;
+
+	(void)sig;
+	(void)si;
+	if (!t_top)
+		return;
+	n = ps_ehframe_walk(&r, t_top, ips, 128, 1);
+	atomic_fetch_add(&walked, 1);
+	if (n >= 25 && n < 128)
+		atomic_fetch_add(&deep, 1);
+}
+
+static __attribute__((noinline)) double
+spin_rec(int depth, volatile int *stop)
+{
+	volatile double x = 1;
+
+	if (depth > 0)
+		return spin_rec(depth - 1, stop) + 1;
+	while (!*stop)
+		x = x * 1.0000001 + 0.5;
+	return x;
+}
+
+static volatile int stop_spin;
+
+static void *
+spinner(void *arg)
+{
+	(void)arg;
+	t_top = stack_top();
+	spin_rec(25, &stop_spin);
+	return NULL;
+}
+
+START_TEST(test_signal_context_on_threads)
+{
+	struct sigaction sa, old;
+	struct itimerval it = { { 0, 2000 }, { 0, 2000 } }, off = { { 0, 0 }, { 0, 0 } };
+	pthread_t t[2];
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = on_prof;
+	sa.sa_flags = SA_SIGINFO | SA_RESTART;
+	ck_assert_int_eq(sigaction(SIGPROF, &sa, &old), 0);
+	for (int i = 0; i < 2; i++)
+		ck_assert_int_eq(pthread_create(&t[i], NULL, spinner, NULL), 0);
+	ck_assert_int_eq(setitimer(ITIMER_PROF, &it, NULL), 0);
+	/* At least 100 samples: two threads spinning get ~500 per CPU-second
+	 * at this period, so the wait is about 0.1-0.2 s (bounded by the
+	 * check timeout if SIGPROF never comes). */
+	while (atomic_load(&walked) < 100)
+		usleep(1000);
+	ck_assert_int_eq(setitimer(ITIMER_PROF, &off, NULL), 0);
+	stop_spin = 1;
+	for (int i = 0; i < 2; i++)
+		ck_assert_int_eq(pthread_join(t[i], NULL), 0);
+	ck_assert_int_eq(sigaction(SIGPROF, &old, NULL), 0);
+	/* Every sample lands in the spinning threads (the main thread sleeps),
+	 * where the stack is 26 frames of spin_rec plus the thread's start:
+	 * all of them must be walked whole. */
+	ck_assert_int_eq(atomic_load(&deep), atomic_load(&walked));
+}
+END_TEST
+
+/* Garbage: a fake stack of random words, with %rip pointing into real
+ * code.  The walk may fail or stop, but must not read outside the bounds
+ * or loop: under valgrind and ASan this also proves every read checked. */
+START_TEST(test_garbage_stack_fails_safely)
+{
+	static uintptr_t fake[512];
+	uintptr_t ips[64];
+	unsigned seed = 12345;
+
+	for (int round = 0; round < 2000; round++) {
+		struct ps_frame_regs r;
+		int n;
+
+		for (size_t i = 0; i < PS_ARRAY_LEN(fake); i++) {
+			seed = seed * 1103515245u + 12345u;
+			/* Mix code addresses, stack addresses and noise. */
+			switch (seed >> 30) {
+			case 0: fake[i] = (uintptr_t)recurse + (seed & 0xff); break;
+			case 1: fake[i] = (uintptr_t)&fake[(seed >> 8) % 512]; break;
+			case 2: fake[i] = (uintptr_t)memcpy + (seed & 0xfff); break;
+			default: fake[i] = seed; break;
+			}
+		}
+		r.ip = fake[round % 64];
+		r.sp = (uintptr_t)&fake[round % 256];
+		r.bp = fake[(round + 1) % 512];
+		n = ps_ehframe_walk(&r, (uintptr_t)&fake[512], ips, 64, 1);
+		ck_assert_int_ge(n, 0);
+		ck_assert_int_le(n, 64);
+	}
+}
+END_TEST
+
+START_TEST(test_no_cfi_fails)
+{
+	uintptr_t ips[8], stack[16] = { 0 };
+	/* Not code at all: no object holds it. */
+	struct ps_frame_regs r = { 0x10, (uintptr_t)stack, 0 };
+
+	ck_assert_int_eq(ps_ehframe_walk(&r, (uintptr_t)&stack[16], ips, 8, 1), 0);
+	/* Bounds that hold nothing: fails before reading. */
+	r.ip = (uintptr_t)recurse;
+	ck_assert_int_eq(ps_ehframe_walk(&r, (uintptr_t)stack, ips, 8, 1), 0);
+	/* max 1: the leaf only, nothing read. */
+	ck_assert_int_eq(ps_ehframe_walk(&r, (uintptr_t)&stack[16], ips, 1, 1), 1);
+	ck_assert_uint_eq(ips[0], (uintptr_t)recurse);
+}
+END_TEST
+
+static Suite *
+ehframe_suite(void)
+{
+	Suite *s = suite_create("ehframe");
+	TCase *tc = tcase_create("walk");
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_deep_stack_equals_libgcc);
+	tcase_add_test(tc, test_through_libc_callback_equals_libgcc);
+	tcase_add_test(tc, test_thread_stack_ends_at_clone);
+	tcase_add_test(tc, test_signal_context_on_threads);
+	tcase_add_test(tc, test_garbage_stack_fails_safely);
+	tcase_add_test(tc, test_no_cfi_fails);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int
+main(void)
+{
+	SRunner *sr = srunner_create(ehframe_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
