@@ -110,14 +110,24 @@ ps_alloc_slow(void *p, size_t size)
 		break;
 	case PS_ALLOC_ON:
 		if (!t_rng) {
-			/* First visit of this thread: start its countdown
-			 * without sampling, or every thread's first
-			 * allocation would be over-represented. */
+			/* First visit of this thread: its sampling points start
+			 * at its first byte, like everywhere else on its byte
+			 * line.  This block is sampled only if the first point
+			 * falls inside it -- never always (over-represented),
+			 * never never (a thread that allocates once, or a few
+			 * times, would be invisible). */
 			t_rng = ((uint64_t)(uintptr_t)&t_rng ^ (uint64_t)clock()) *
 				0x9e3779b97f4a7c15ull | 1;
-		} else if (p) {
-			record(p, size);
+			next = draw();
+			if (!p)
+				break;
+			if (next > (int64_t)size) {
+				next -= (int64_t)size;
+				break;
+			}
 		}
+		if (p)
+			record(p, size);
 		next = draw();
 		break;
 	default:

@@ -92,8 +92,14 @@ setitimer(__itimer_which_t which, const struct itimerval *val, struct itimerval 
 		return -1;
 	}
 	if (which == ITIMER_PROF && val && (val->it_value.tv_sec || val->it_value.tv_usec) &&
-	    !ps_guard_held())
+	    !ps_guard_held()) {
 		step_aside("arms ITIMER_PROF itself");
+		/* Without the shim SIGPROF would be at SIG_DFL here, unless
+		 * the program chose otherwise (it then stepped us aside and
+		 * the handler is no longer ours). */
+		if (ps_sampler_restore_default())
+			ps_debug("SIGPROF not reset to SIG_DFL");
+	}
 	return real(which, val, old);
 }
 

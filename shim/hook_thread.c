@@ -15,6 +15,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "guard.h"
@@ -65,7 +66,7 @@ trampoline(void *p)
 	free(p);
 	if (!s.shim) {
 		ps_unwind_warm_thread();
-		ps_sampler_thread_start();
+		ps_sampler_thread_start((void *)(uintptr_t)s.fn);
 		ps_worker_host_thread(1);
 		ps_hook_thread_adopt();
 	}

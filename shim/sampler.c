@@ -27,6 +27,7 @@ static PS_TLS timer_t t_timer;
 static PS_TLS int t_has_timer;
 static PS_TLS int t_slot;         /* its index in `timers` + 1, or 0 */
 static PS_TLS uint64_t t_cpu_seen;
+static PS_TLS uintptr_t t_start;  /* start routine, for the last sample */
 
 /* Every live per-thread timer, so that stepping aside can stop them all
  * from any thread.  A slot is claimed by its thread (0 -> 1), filled, then
@@ -194,6 +195,29 @@ thread_arm(void)
 	return 0;
 }
 
+/* Thread mode: the CPU a thread used since its last sample would be lost
+ * when it ends -- all of it for a thread shorter than one period (or one
+ * tick).  It is recorded under the thread's start routine, once its timer
+ * is gone (timer_delete also discards a signal still pending, so nothing
+ * is counted twice). */
+static void
+last_sample(void)
+{
+	uint64_t vals[PS_NVALUES] = { 0 };
+	uintptr_t ip = t_start;
+	uint64_t now;
+
+	if (!tab || !ip || !atomic_load(&armed) || atomic_load(&stepped_aside))
+		return;
+	now = thread_cpu_ns();
+	if (now <= t_cpu_seen)
+		return;
+	vals[PS_V_CPU_SAMPLES] = 1;
+	vals[PS_V_CPU_NS] = now - t_cpu_seen;
+	t_cpu_seen = now;
+	(void)ps_stacktab_add(tab, &ip, 1, 0, vals);
+}
+
 static void
 thread_gone(void *unused)
 {
@@ -204,12 +228,14 @@ thread_gone(void *unused)
 		else
 			timer_delete(t_timer);
 		t_has_timer = 0;
+		last_sample();
 	}
 }
 
 void
-ps_sampler_thread_start(void)
+ps_sampler_thread_start(void *start)
 {
+	t_start = (uintptr_t)start;
 	if (tab && thread_mode && atomic_load(&armed))
 		(void)thread_arm();
 }
@@ -261,19 +287,17 @@ stop_timer(void)
 		timer_settime(t_timer, 0, &zero_ts, NULL);
 }
 
-PS_SIGSAFE int
-ps_sampler_disarm(void)
+/* Accept every SIGPROF pending for the calling thread or the process: one
+ * our timer generated just before it stopped, or while the program blocked
+ * SIGPROF.  Left pending, it would reach whatever handles SIGPROF next --
+ * the default action (termination) after an exec or a reset to SIG_DFL,
+ * or the program's own handler. */
+PS_SIGSAFE static void
+drain_pending(void)
 {
 	struct timespec now = { 0, 0 };
 	sigset_t prof, old;
-	int was = atomic_exchange(&armed, 0);
 
-	if (!was)
-		return 0;
-	stop_timer();
-	/* A SIGPROF generated just before the timer stopped may still be
-	 * pending; pending signals survive execve, and the new image has no
-	 * handler.  Accept it here instead. */
 	sigemptyset(&prof);
 	sigaddset(&prof, SIGPROF);
 	if (pthread_sigmask(SIG_BLOCK, &prof, &old) == 0) {
@@ -281,6 +305,18 @@ ps_sampler_disarm(void)
 			;
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 	}
+}
+
+PS_SIGSAFE int
+ps_sampler_disarm(void)
+{
+	int was = atomic_exchange(&armed, 0);
+
+	if (!was)
+		return 0;
+	stop_timer();
+	/* Pending signals survive execve, and the new image has no handler. */
+	drain_pending();
 	return 1;
 }
 
@@ -332,6 +368,7 @@ ps_sampler_step_aside(void)
 	atomic_store(&armed, 0);
 	if (!thread_mode) {
 		setitimer(ITIMER_PROF, &zero, NULL);
+		drain_pending();
 		return 1;
 	}
 	for (i = 0; i < MAX_TIMERS; i++) {
@@ -341,7 +378,27 @@ ps_sampler_step_aside(void)
 			atomic_store(&timers[i].state, 3);  /* deleted: never again */
 		}
 	}
+	/* Recent kernels discard a deleted timer's pending signal; older ones
+	 * (6.1) deliver it.  This thread's, at least, is taken back here. */
+	drain_pending();
 	return 1;
+}
+
+int
+ps_sampler_restore_default(void)
+{
+	struct sigaction cur, dfl;
+	int rc = 0;
+
+	ps_guard_enter();  /* our own sigaction calls pass straight through */
+	if (sigaction(SIGPROF, NULL, &cur) == 0 && ps_sampler_owns_handler(&cur)) {
+		memset(&dfl, 0, sizeof(dfl));
+		dfl.sa_handler = SIG_DFL;
+		sigemptyset(&dfl.sa_mask);
+		rc = sigaction(SIGPROF, &dfl, NULL) ? -errno : 0;
+	}
+	ps_guard_leave();
+	return rc;
 }
 
 int

@@ -34,9 +34,11 @@ enum { PS_TIMER_THREAD = 0, PS_TIMER_PROCESS = 1 };
  * sigaction/setitimer.  Context: constructor. */
 int ps_sampler_start(struct ps_stacktab *tab, unsigned hz, int mode) PS_WUR;
 
-/* Thread mode: give the calling (new) thread its timer.
+/* Thread mode: give the calling (new) thread its timer.  `start` is the
+ * thread's start routine: the CPU the thread uses after its last sample is
+ * recorded under it when the thread ends.
  * Context: a new host thread, before its start routine. */
-void ps_sampler_thread_start(void);
+void ps_sampler_thread_start(void *start);
 
 /* Stop the timer (thread mode: the calling thread's) and consume any
  * SIGPROF already pending, so that an exec
@@ -58,6 +60,13 @@ void ps_sampler_child(void);
 int ps_sampler_step_aside(void);
 
 struct sigaction;
+/* After stepping aside because the program armed ITIMER_PROF itself: put
+ * SIGPROF back to SIG_DFL if the handler installed is still the shim's, so
+ * that the program's timer does what it does without the shim (its
+ * default action ends the process: a CPU-time watchdog).
+ * Context: any thread outside signal context. */
+int ps_sampler_restore_default(void);
+
 /* 1 if sa is the shim's handler. */
 int ps_sampler_owns_handler(const struct sigaction *sa);
 

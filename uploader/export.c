@@ -2,6 +2,8 @@
 #include "export.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +30,7 @@ ps_export_setup(struct ps_export *x)
 {
 	x->ready = 0;
 	x->dirfd = -1;
+	x->seq = -1;
 	x->passes = x->files_written = x->file_errors = 0;
 	memset(&x->fold, 0, sizeof(x->fold));
 	memset(&x->out, 0, sizeof(x->out));
@@ -60,6 +63,40 @@ ps_export_abandon(struct ps_export *x)
 }
 
 static int
+file_name(const struct ps_export *x, int seq, const char *kind, char *name, size_t len)
+{
+	int n = seq ? snprintf(name, len, "%.200s.%d.%d.%s", x->app, (int)x->pid, seq, kind)
+		    : snprintf(name, len, "%.200s.%d.%s", x->app, (int)x->pid, kind);
+
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+static int
+taken(const struct ps_export *x, int seq)
+{
+	static const char *const kinds[] = { "cpu.pb.gz", "alloc.pb.gz" };
+	char name[NAME_MAX + 1];
+	size_t i;
+
+	for (i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+		if (file_name(x, seq, kinds[i], name, sizeof(name)) == 0 &&
+		    faccessat(x->dirfd, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+			return 1;
+	return 0;
+}
+
+/* Once per image: never overwrite the profile of an earlier image. */
+static void
+choose_seq(struct ps_export *x)
+{
+	int seq = 0;
+
+	while (seq < 1000 && taken(x, seq))
+		seq++;
+	x->seq = seq;
+}
+
+static int
 write_file(struct ps_export *x, const char *kind, const struct ps_buf *b)
 {
 	char name[NAME_MAX + 1];
@@ -77,8 +114,9 @@ write_file(struct ps_export *x, const char *kind, const struct ps_buf *b)
 	}
 	if (x->dirfd < 0)
 		return -EBADF;
-	if (snprintf(name, sizeof(name), "%.200s.%d.%s", x->app, (int)x->pid, kind) >=
-	    (int)sizeof(name))
+	if (x->seq < 0)
+		choose_seq(x);
+	if (file_name(x, x->seq, kind, name, sizeof(name)))
 		return -ENAMETOOLONG;
 	rc = ps_files_write(x->dirfd, name, b->data, b->len);
 	if (rc) {

@@ -47,6 +47,11 @@ struct ps_export {
 	/* Owned, created by the first pass. */
 	int ready;
 	int dirfd;                     /* -1 until opened; -2 after a refusal */
+	/* File names are app.pid.kind, or app.pid.seq.kind when files of
+	 * that pid were there before this image's first write (an earlier
+	 * image of the same process, before an exec, or an earlier process
+	 * that had the same pid): -1 until the first write chooses. */
+	int seq;
 	struct ps_fold fold;
 	struct ps_buf out;
 	struct ps_remote remote;       /* server state; remote.on = 0 without one */
