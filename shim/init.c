@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -110,13 +111,27 @@ output_dir(struct ps_config *c, int server_on, char *dir, size_t len)
 static void
 log_setup(const struct ps_config *c)
 {
+	struct stat st;
 	int fd = -1;
 
 	if (c->log_file[0]) {
-		fd = open(c->log_file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-		if (fd < 0)
+		/* O_NONBLOCK: opening a FIFO nobody reads would otherwise block
+		 * the program before main, for ever.  Only files and character
+		 * devices (/dev/null, a terminal) are used: a pipe whose reader
+		 * goes away would raise SIGPIPE in the program's threads. */
+		fd = open(c->log_file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW |
+			  O_NONBLOCK, 0600);
+		if (fd < 0) {
 			ps_log_config("PYROSCOPE_LOG_FILE=%s: %s; using stderr", c->log_file,
 				      strerror(errno));
+		} else if (fstat(fd, &st) || !(S_ISREG(st.st_mode) || S_ISCHR(st.st_mode))) {
+			ps_log_config("PYROSCOPE_LOG_FILE=%s: not a file or a terminal; using stderr",
+				      c->log_file);
+			close(fd);
+			fd = -1;
+		} else {
+			(void)fcntl(fd, F_SETFL, O_APPEND);  /* blocking writes again */
+		}
 	}
 	ps_log_setup(c->log_level, fd);
 }

@@ -105,8 +105,11 @@ write_file(struct ps_export *x, const char *kind, const struct ps_buf *b)
 	if (x->dirfd == -1) {
 		x->dirfd = ps_files_open_dir(x->dir);
 		if (x->dirfd < 0) {
-			ps_warn("output directory %s: %s; local profiles are not written",
-				x->dir, strerror(-x->dirfd));
+			/* The configured (or default) directory cannot be used:
+			 * a configuration mistake, said once per process.  A
+			 * failed write below is not, and stays at warn. */
+			ps_log_config("PYROSCOPE_OUTPUT_DIR=%s: %s; local profiles are not written",
+				      x->dir, strerror(-x->dirfd));
 			rc = x->dirfd;
 			x->dirfd = -2;
 			return rc;
@@ -247,9 +250,9 @@ ps_export_run(struct ps_export *x, int final)
 }
 
 void
-ps_export_send(struct ps_export *x, int final, uint64_t deadline_ns)
+ps_export_send(struct ps_export *x, int final, uint64_t deadline_ns, pthread_mutex_t *lock)
 {
-	ps_upload_send(&x->remote.up, clock_ns(CLOCK_MONOTONIC), 10000, final, deadline_ns);
+	ps_upload_send(&x->remote.up, clock_ns(CLOCK_MONOTONIC), 10000, final, deadline_ns, lock);
 }
 
 uint64_t

@@ -14,6 +14,7 @@
 #define PS_EXPORT_H
 
 #include <limits.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include "buf.h"
@@ -72,7 +73,7 @@ void ps_export_set_span(struct ps_export *x, struct ps_span *sp);
 int ps_export_run(struct ps_export *x, int final);
 
 /* Send queued uploads that are due (final: all, once, by deadline_ns). */
-void ps_export_send(struct ps_export *x, int final, uint64_t deadline_ns);
+void ps_export_send(struct ps_export *x, int final, uint64_t deadline_ns, pthread_mutex_t *lock);
 /* When the next queued upload is due (CLOCK_MONOTONIC), or UINT64_MAX. */
 uint64_t ps_export_next_due(const struct ps_export *x);
 

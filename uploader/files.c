@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -69,6 +71,32 @@ write_all(int fd, const void *data, size_t len)
 	return 0;
 }
 
+/* write_all with SIGXFSZ held off.  Past RLIMIT_FSIZE, write(2) fails
+ * with EFBIG and raises SIGXFSZ in the calling thread, and its default
+ * action kills the process.  The last pass runs in the host's exiting
+ * thread (and before an exec in the thread calling it), so the signal is
+ * blocked around the write and the one our write raised is taken back; a
+ * SIGXFSZ that was pending already (the host's own) is left alone. */
+static int
+write_all_quiet(int fd, const void *data, size_t len)
+{
+	static const struct timespec zero = { 0, 0 };
+	sigset_t xfsz, old, pending;
+	int rc, had;
+
+	sigemptyset(&xfsz);
+	sigaddset(&xfsz, SIGXFSZ);
+	if (pthread_sigmask(SIG_BLOCK, &xfsz, &old))
+		return -EAGAIN;
+	had = sigpending(&pending) == 0 && sigismember(&pending, SIGXFSZ);
+	rc = write_all(fd, data, len);
+	if (rc == -EFBIG && !had)
+		while (sigtimedwait(&xfsz, NULL, &zero) < 0 && errno == EINTR)
+			;
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return rc;
+}
+
 int
 ps_files_write(int dirfd, const char *name, const void *data, size_t len)
 {
@@ -80,7 +108,7 @@ ps_files_write(int dirfd, const char *name, const void *data, size_t len)
 	fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -errno;
-	rc = write_all(fd, data, len);
+	rc = write_all_quiet(fd, data, len);
 	if (close(fd) && !rc)
 		rc = -errno;
 	if (!rc && renameat(dirfd, tmp, dirfd, name))

@@ -2,6 +2,7 @@
 #include "upload.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +54,16 @@ ps_upload_enqueue(struct ps_upload *u, char *url, const char *content_type,
 		remove_at(u, 0);
 		u->dropped++;
 	}
+	/* The bound counts bytes held, not bytes used: give back the slack
+	 * the growing buffer left (up to half of it). */
+	if (body->len && body->alloc > body->len) {
+		uint8_t *p = realloc(body->data, body->len);
+
+		if (p) {
+			body->data = p;
+			body->alloc = body->len;
+		}
+	}
 	it->url = url;
 	snprintf(it->content_type, sizeof(it->content_type), "%s", content_type);
 	it->body = *body;
@@ -101,6 +112,20 @@ backoff_ns(struct ps_upload *u, unsigned attempts, long retry_after_s)
 	return base - base / 4 + (u->rng >> 33) % (base / 2 + 1);
 }
 
+/* libcurl, loaded on first use (with the caller's lock held). */
+static int
+curl_ready(struct ps_upload *u)
+{
+	if (u->curl == 0) {
+		u->curl = ps_http_load() == 0 ? 1 : -1;
+		if (u->curl < 0)
+			ps_warn("libcurl.so.4 could not be loaded: profiles are not uploaded");
+	}
+	return u->curl > 0;
+}
+
+/* Reads only what the export state set up once, so it may run without the
+ * worker lock once curl_ready() has been called. */
 static int
 attempt(struct ps_upload *u, struct ps_upload_item *it, long timeout_ms, struct ps_http_response *rs)
 {
@@ -121,22 +146,18 @@ attempt(struct ps_upload *u, struct ps_upload_item *it, long timeout_ms, struct 
 		.total_timeout_ms = timeout_ms,
 	};
 
-	if (u->curl == 0) {
-		u->curl = ps_http_load() == 0 ? 1 : -1;
-		if (u->curl < 0)
-			ps_warn("libcurl.so.4 could not be loaded: profiles are not uploaded");
-	}
-	if (u->curl < 0)
+	if (!curl_ready(u))
 		return -ENOSYS;
 	return ps_http_post(&rq, rs);
 }
 
-/* Try one request; returns 1 if it is finished (sent or given up). */
+/* Count the outcome of one attempt; returns 1 if the request is finished
+ * (sent or given up), 0 if it is due again later. */
 static int
-send_one(struct ps_upload *u, struct ps_upload_item *it, long timeout_ms, int final)
+settle(struct ps_upload *u, struct ps_upload_item *it, int rc, const struct ps_http_response *rsp,
+       int final)
 {
-	struct ps_http_response rs = { 0 };
-	int rc = attempt(u, it, timeout_ms, &rs);
+	struct ps_http_response rs = *rsp;
 
 	it->attempts++;
 	if (rc == 0 && rs.status >= 200 && rs.status < 300) {
@@ -164,9 +185,68 @@ send_one(struct ps_upload *u, struct ps_upload_item *it, long timeout_ms, int fi
 	return 0;
 }
 
+/* Try one request; returns 1 if it is finished (sent or given up). */
+static int
+send_one(struct ps_upload *u, struct ps_upload_item *it, long timeout_ms, int final)
+{
+	struct ps_http_response rs = { 0 };
+	int rc = attempt(u, it, timeout_ms, &rs);
+
+	return settle(u, it, rc, &rs, final);
+}
+
+/* Unlink q[i] from the queue without freeing it. */
+static struct ps_upload_item *
+take_at(struct ps_upload *u, unsigned i)
+{
+	struct ps_upload_item *it = u->q[i];
+
+	u->bytes -= it->body.len;
+	memmove(&u->q[i], &u->q[i + 1], (u->n - i - 1) * sizeof(u->q[0]));
+	u->n--;
+	return it;
+}
+
+/* A request to retry goes back in front, as the oldest; if the queue
+ * filled up while it was in flight, it is the one dropped. */
+static void
+put_back(struct ps_upload *u, struct ps_upload_item *it)
+{
+	if (u->n == PS_UPLOAD_QUEUE_MAX || u->bytes + it->body.len > PS_UPLOAD_QUEUE_BYTES) {
+		ps_debug("upload queue full: dropping the oldest %s profile", it->what);
+		item_free(it);
+		u->dropped++;
+		return;
+	}
+	memmove(&u->q[1], &u->q[0], u->n * sizeof(u->q[0]));
+	u->q[0] = it;
+	u->n++;
+	u->bytes += it->body.len;
+}
+
+/* q[i], sent with `lock` released: a request may take its whole timeout,
+ * and meanwhile the exiting thread must be able to run the last pass. */
+static void
+send_unlocked(struct ps_upload *u, unsigned i, long timeout_ms, pthread_mutex_t *lock)
+{
+	struct ps_http_response rs = { 0 };
+	struct ps_upload_item *it;
+	int rc;
+
+	(void)curl_ready(u);  /* u->curl is only read from here on */
+	it = take_at(u, i);
+	pthread_mutex_unlock(lock);
+	rc = attempt(u, it, timeout_ms, &rs);
+	pthread_mutex_lock(lock);
+	if (settle(u, it, rc, &rs, 0))
+		item_free(it);
+	else
+		put_back(u, it);
+}
+
 void
 ps_upload_send(struct ps_upload *u, uint64_t now_ns, long timeout_ms, int final,
-	       uint64_t deadline_ns)
+	       uint64_t deadline_ns, pthread_mutex_t *lock)
 {
 	unsigned i = 0;
 	long left;
@@ -185,6 +265,13 @@ ps_upload_send(struct ps_upload *u, uint64_t now_ns, long timeout_ms, int final,
 			}
 			left = (long)((deadline_ns - now_ns) / 1000000ull);
 			timeout_ms = left < 1 ? 1 : left;
+		} else if (lock) {
+			/* The queue may change meanwhile: start over; what was
+			 * just tried is no longer due, nor is anything queued
+			 * since now_ns. */
+			send_unlocked(u, i, timeout_ms, lock);
+			i = 0;
+			continue;
 		}
 		if (send_one(u, u->q[i], timeout_ms, final))
 			remove_at(u, i);

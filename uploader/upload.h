@@ -22,6 +22,7 @@
 #ifndef PS_UPLOAD_H
 #define PS_UPLOAD_H
 
+#include <pthread.h>
 #include <stdint.h>
 #include "buf.h"
 #include "headers.h"
@@ -69,9 +70,11 @@ int ps_upload_enqueue(struct ps_upload *u, char *url, const char *content_type,
 
 /* Send what is due at now_ns (CLOCK_MONOTONIC).  Each request may take up
  * to timeout_ms.  With `final`, send everything once, whatever its due
- * time, and stop at deadline_ns. */
+ * time, and stop at deadline_ns.  Without `final` and with `lock` (held
+ * by the caller), each request is taken out of the queue and sent with
+ * the lock released. */
 void ps_upload_send(struct ps_upload *u, uint64_t now_ns, long timeout_ms, int final,
-		    uint64_t deadline_ns);
+		    uint64_t deadline_ns, pthread_mutex_t *lock);
 
 /* When the next queued request is due; UINT64_MAX if none. */
 uint64_t ps_upload_next_due(const struct ps_upload *u);

@@ -70,7 +70,7 @@ exit_pass(void)
 	stopping = 1;
 	(void)ps_export_run(exp_state, 1);
 	ps_export_end_span(exp_state);
-	ps_export_send(exp_state, 1, deadline);
+	ps_export_send(exp_state, 1, deadline, NULL);
 	sem_post(&exit_done);
 }
 
@@ -106,7 +106,10 @@ main_loop(void *arg)
 			if (next < now)
 				next = now + interval;  /* a slow pass: skip, don't burst */
 		}
-		ps_export_send(exp_state, 0, 0);
+		/* Requests go out without the lock: a server that does not
+		 * answer must not keep the last pass (and the local files)
+		 * waiting. */
+		ps_export_send(exp_state, 0, 0, &lock);
 	}
 	pthread_mutex_unlock(&lock);
 	return NULL;
@@ -186,7 +189,7 @@ ps_worker_flush(uint64_t timeout_ns, int final)
 	(void)ps_export_run(exp_state, 1);
 	if (final)
 		ps_export_end_span(exp_state);
-	ps_export_send(exp_state, 1, deadline);
+	ps_export_send(exp_state, 1, deadline, NULL);
 	pthread_mutex_unlock(&lock);
 }
 

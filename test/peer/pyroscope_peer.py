@@ -7,7 +7,8 @@ strictly enough that a client mistake the real server would reject is
 rejected here too, and records everything it accepts so tests can compare
 what arrived with what was sent.  It also stores OTLP/HTTP trace exports
 (POST .../v1/traces) and can misbehave on demand (status codes, hangs,
-closed connections, non-HTTP answers).
+closed connections, connections cut mid-body, non-HTTP answers, slow
+answers).  With --tls-cert and --tls-key it speaks HTTPS only.
 
 Standard library only.  Binds 127.0.0.1; never outlives --max-seconds.
 
@@ -29,6 +30,8 @@ import os
 import re
 import signal
 import socket
+import ssl
+import struct
 import sys
 import threading
 import time
@@ -230,7 +233,7 @@ class Peer:
 
     def take_fault(self):
         a = self.args
-        if not (a.status or a.hang or a.close or a.garbage):
+        if not (a.status or a.hang or a.close or a.garbage or a.cut is not None):
             return False
         with self.lock:
             if a.fail_first is not None and self.faults >= a.fail_first:
@@ -274,13 +277,48 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, fmt, *args):
         pass      # silent: tests parse nothing from the peer's stderr
 
+    def handle(self):
+        if self.peer.args.tls_cert and not self.tls_handshake():
+            return
+        self.requests_seen = 0
+        super().handle()
+        if self.peer.args.tls_cert and self.requests_seen == 0:
+            # What a client that checks the host name after the handshake
+            # (libcurl with OpenSSL) does with a certificate for another name.
+            self.peer.log_reject(0, '-', 'tls connection closed before any request')
+
+    def parse_request(self):
+        self.requests_seen = getattr(self, 'requests_seen', 0) + 1
+        return super().parse_request()
+
+    def tls_handshake(self):
+        """Complete the TLS handshake in this handler's thread (never in
+        the accept loop), within 10 s.  A client that refuses the
+        certificate (or any other failure) is logged as status 0 with the
+        reason, e.g. "tls handshake failed: ... alert unknown ca"."""
+        try:
+            self.connection.settimeout(10)
+            self.connection.do_handshake()
+            self.connection.settimeout(None)
+            return True
+        except (ssl.SSLError, OSError) as e:
+            reason = getattr(e, 'reason', None) or str(e) or type(e).__name__
+            self.peer.log_reject(0, '-', 'tls handshake failed: %s' % reason)
+            self.close_connection = True
+            return False
+
     def do_GET(self):
         self.answer(404, {'code': 'not_found', 'message': 'POST only'})
 
     def do_POST(self):
+        if self.peer.args.cut is not None and self.peer.take_fault():
+            self.cut(self.peer.args.cut)
+            return
         body = self.read_body()
         if body is None:
             return
+        if self.peer.args.slow:
+            self.peer.stop.wait(self.peer.args.slow)
         if self.peer.take_fault():
             self.fault()
             return
@@ -351,6 +389,22 @@ class Handler(BaseHTTPRequestHandler):
         extra = [('Retry-After', a.retry_after)] if a.retry_after else []
         self.answer(a.status, body, 'application/json' if a.body is None
                     else 'text/plain; charset=utf-8', extra)
+
+    def cut(self, n):
+        """A server going away mid-upload: read the headers and at most n
+        bytes of the body, then reset the connection (RST, no answer)."""
+        self.close_connection = True
+        self.peer.log_reject(0, self.path, 'injected fault: cut after %d body bytes' % n)
+        try:
+            want = int(self.headers.get('Content-Length', '0'))
+        except ValueError:
+            want = 0
+        if min(n, want) > 0:
+            self.rfile.read(min(n, want))
+        self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                   struct.pack('ii', 1, 0))
+        self.rfile.close()              # the last reference but ours:
+        self.connection.close()         # this close sends the RST
 
     def check_auth(self):
         a = self.peer.args
@@ -466,10 +520,19 @@ def parse_args(argv):
     p.add_argument('--hang', action='store_true', help='read, never answer')
     p.add_argument('--close', action='store_true', help='read, close, no answer')
     p.add_argument('--garbage', action='store_true', help='answer non-HTTP bytes')
+    p.add_argument('--cut', type=int, metavar='BYTES',
+                   help='read at most BYTES of the body, then reset the connection')
+    p.add_argument('--slow', type=float, metavar='SECONDS',
+                   help='answer every request SECONDS late (not a fault)')
     p.add_argument('--require-basic', metavar='USER:PASS')
     p.add_argument('--require-bearer', metavar='TOKEN')
     p.add_argument('--require-tenant', metavar='ID')
-    return p.parse_args(argv)
+    p.add_argument('--tls-cert', metavar='PEM', help='serve HTTPS with this certificate')
+    p.add_argument('--tls-key', metavar='PEM', help='private key of --tls-cert')
+    args = p.parse_args(argv)
+    if bool(args.tls_cert) != bool(args.tls_key):
+        p.error('--tls-cert and --tls-key go together')
+    return args
 
 
 def main(argv):
@@ -478,6 +541,13 @@ def main(argv):
     Handler.peer = Peer(args)
     server = ThreadingHTTPServer(('127.0.0.1', args.port), Handler)
     server.daemon_threads = True
+    if args.tls_cert:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(args.tls_cert, args.tls_key)
+        # The handshake happens in the handler thread (Handler.handle), so
+        # a client that stalls or refuses the certificate blocks no one.
+        server.socket = ctx.wrap_socket(server.socket, server_side=True,
+                                        do_handshake_on_connect=False)
     done = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: done.set())
