@@ -18,6 +18,7 @@
  * before or while no other thread runs; read by the handler. */
 static struct ps_stacktab *tab;
 static struct itimerval period;
+static uint64_t period_ns;        /* the same, in ns (set with period) */
 static int thread_mode;           /* PS_TIMER_THREAD */
 static pthread_key_t thread_key;  /* its destructor deletes a thread's timer */
 
@@ -82,12 +83,26 @@ thread_cpu_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* Thread mode: exactly the CPU time of this thread since its last sample. */
+/* Thread mode: the CPU time of this thread since its last sample.  The
+ * timer's own count says it without a system call: the kernel checks CPU
+ * timers at its tick (250 Hz here), so one signal may stand for several
+ * periods, and si_overrun counts the periods that expired beyond the
+ * first.  t_cpu_seen then stays on the timer's grid (arm time + k
+ * periods), so the CPU a thread uses after its last expiry is exactly what
+ * last_sample() adds at its end. */
 PS_SIGSAFE static uint64_t
-take_thread_weight(void)
+take_thread_weight(const siginfo_t *si)
 {
-	uint64_t now = thread_cpu_ns(), w = now > t_cpu_seen ? now - t_cpu_seen : 0;
+	uint64_t now, w;
 
+	if (si && si->si_code == SI_TIMER) {
+		w = period_ns * (1 + (uint64_t)(si->si_overrun > 0 ? si->si_overrun : 0));
+		t_cpu_seen += w;
+		return w;
+	}
+	/* Not from our timer (sent by hand): read the clock. */
+	now = thread_cpu_ns();
+	w = now > t_cpu_seen ? now - t_cpu_seen : 0;
 	t_cpu_seen = now;
 	return w;
 }
@@ -101,11 +116,10 @@ handler(int sig, siginfo_t *si, void *uc)
 	int saved = errno, depth;
 
 	(void)sig;
-	(void)si;
 	if (!tab)
 		goto out;
 	vals[PS_V_CPU_SAMPLES] = 1;
-	vals[PS_V_CPU_NS] = thread_mode ? take_thread_weight() : take_weight();
+	vals[PS_V_CPU_NS] = thread_mode ? take_thread_weight(si) : take_weight();
 	if (ps_guard_held() || ps_unwind_active()) {
 		/* Inside shim code: unwinding here could re-enter libunwind. */
 		ps_stacktab_add_special(tab, PS_SLOT_BUSY, vals);
@@ -254,6 +268,7 @@ ps_sampler_start(struct ps_stacktab *t, unsigned hz, int mode)
 	period.it_interval.tv_sec = us / 1000000L;
 	period.it_interval.tv_usec = us % 1000000L;
 	period.it_value = period.it_interval;
+	period_ns = (uint64_t)us * 1000u;
 	thread_mode = mode == PS_TIMER_THREAD;
 	if (thread_mode && pthread_key_create(&thread_key, thread_gone))
 		return -EAGAIN;
