@@ -151,8 +151,8 @@ ps_parse_level(const char *s, int *out)
 	return -EINVAL;
 }
 
-enum kind { K_BOOL, K_UINT, K_DURATION, K_SIZE, K_LEVEL, K_STR, K_PATH, K_SECRET, K_FORMAT,
-	     K_TIMER };
+enum kind { K_BOOL, K_UINT, K_DURATION, K_SIZE, K_LEVEL, K_STR, K_URL, K_PATH, K_SECRET,
+	     K_FORMAT, K_TIMER };
 
 struct var {
 	const char *name;
@@ -188,7 +188,7 @@ static const struct var vars[] = {
 	  "expected a duration from 100ms to 10m such as 3s", "3s" },
 	{ "PYROSCOPE_OUTPUT_DIR", K_PATH, OFF(output_dir), 0, 0,
 	  "expected a directory path", "./pyroshim-profiles" },
-	{ "PYROSCOPE_SERVER_ADDRESS", K_STR, STR(server),
+	{ "PYROSCOPE_SERVER_ADDRESS", K_URL, STR(server),
 	  "expected a URL such as http://localhost:4040", "local files only" },
 	{ "PYROSCOPE_LOG_LEVEL", K_LEVEL, OFF(log_level), 0, 0,
 	  "expected error, warn, info or debug", "error" },
@@ -212,8 +212,8 @@ static const struct var vars[] = {
 	  "<name>.run" },
 	{ "TRACEPARENT", K_STR, STR(traceparent), "too long", "a new trace" },
 	{ "TRACESTATE", K_STR, STR(tracestate), "too long", "none" },
-	{ "OTEL_EXPORTER_OTLP_ENDPOINT", K_STR, STR(otlp_endpoint), "expected a URL", "none" },
-	{ "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", K_STR, STR(otlp_endpoint), "expected a URL",
+	{ "OTEL_EXPORTER_OTLP_ENDPOINT", K_URL, STR(otlp_endpoint), "expected a URL", "none" },
+	{ "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", K_URL, STR(otlp_endpoint), "expected a URL",
 	  "none" },
 	{ "OTEL_EXPORTER_OTLP_HEADERS", K_SECRET, STR(otlp_headers), "too long", "none" },
 	{ "OTEL_SDK_DISABLED", K_BOOL, OFF(otlp_disabled), 0, 1, "expected true or false",
@@ -232,6 +232,22 @@ printable(const char *in, char *out, size_t len)
 	out[i] = '\0';
 	if (in[i])
 		memcpy(out + i, "...", 4);
+}
+
+void
+ps_config_url_shown(const char *url, char *out, size_t len)
+{
+	char tmp[PS_CFG_STR + 8];
+	const char *auth = strstr(url, "://"), *end, *at;
+
+	auth = auth ? auth + 3 : url;
+	end = auth + strcspn(auth, "/?#");
+	at = memrchr(auth, '@', (size_t)(end - auth));
+	if (at)
+		snprintf(tmp, sizeof(tmp), "%.*s***%s", (int)(auth - url), url, at);
+	else
+		snprintf(tmp, sizeof(tmp), "%s", url);
+	printable(tmp, out, len);
 }
 
 static int
@@ -272,6 +288,7 @@ store(struct ps_config *c, const struct var *v, const char *s)
 		memcpy(field, &iv, sizeof(iv));
 		return 0;
 	case K_STR:
+	case K_URL:
 	case K_PATH:
 	case K_SECRET:
 		n = strlen(s);
@@ -384,6 +401,8 @@ ps_config_load(struct ps_config *c, ps_getenv_fn get, const char *exe)
 			continue;
 		if (vars[i].kind == K_SECRET)
 			snprintf(shown, sizeof(shown), "(%zu bytes, not shown)", strlen(s));
+		else if (vars[i].kind == K_URL)
+			ps_config_url_shown(s, shown, sizeof(shown));
 		else
 			printable(s, shown, sizeof(shown));
 		ps_log_config("%s=%s: %s; using %s", vars[i].name, shown, vars[i].why,

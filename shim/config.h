@@ -67,6 +67,11 @@ typedef const char *(*ps_getenv_fn)(const char *name);
  * Context: constructor (single thread); does not allocate. */
 int ps_config_load(struct ps_config *c, ps_getenv_fn get, const char *exe);
 
+/* url as it may be printed: user-info ("user:password@") replaced by
+ * "***@", control characters by '?', at most 80 bytes and "...".
+ * Context: any thread; does not allocate. */
+void ps_config_url_shown(const char *url, char *out, size_t len);
+
 /* Parsers, exposed for the unit tests and for other modules.  Each returns
  * 0 and stores the value, or -EINVAL and leaves *out untouched. */
 int ps_parse_bool(const char *s, int *out) PS_WUR;

@@ -330,7 +330,8 @@ start(void)
 	}
 	ps_info("profiling %s (pid %d) at %u Hz, allocations every %llu bytes, output %s",
 		c->app_name, (int)getpid(), c->sample_rate,
-		(unsigned long long)c->alloc_sample_bytes, g.x.dir[0] ? g.x.dir : c->server);
+		(unsigned long long)c->alloc_sample_bytes,
+		g.x.dir[0] ? g.x.dir : g.x.remote.on ? g.x.remote.base : "nowhere");
 }
 
 __attribute__((constructor)) static void

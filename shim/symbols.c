@@ -397,7 +397,8 @@ load_file_at(const char *path, const ElfW(Phdr) *mem, uint32_t phnum, struct sym
 	void *p;
 	int fd, rc;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO put in a file's place must not block the exit. */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
 	if (fd < 0)
 		return -errno;
 	if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) || sb.st_size < (off_t)sizeof(ElfW(Ehdr))) {
@@ -551,7 +552,14 @@ module_names(struct module *m, const char *name, int first)
 	char exe[4096];
 	ssize_t n;
 
-	if (name[0]) {
+	if (name[0] && !strchr(name, '/')) {
+		/* linux-vdso.so.1: no file, and never a name to look up in
+		 * the working directory. */
+		m->path = NULL;
+		m->base = strdup(name);
+		m->state = MOD_NOFILE;
+		return m->base ? 0 : -ENOMEM;
+	} else if (name[0]) {
 		m->path = strdup(name);
 		m->base = dup_basename(name);
 	} else if (first) {

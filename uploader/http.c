@@ -253,6 +253,13 @@ set_message(struct ps_http_response *rs, const struct ps_buf *body,
 		rs->message[--i] = '\0';
 	mask(rs->message, rq->password);
 	mask(rs->message, rq->bearer_token);
+	/* Header values are secrets too (API keys, OTLP headers). */
+	for (i = 0; i < rq->nheaders; i++) {
+		const char *v = strchr(rq->headers[i], ':');
+
+		if (v)
+			mask(rs->message, v + 1 + strspn(v + 1, " \t"));
+	}
 }
 
 static int

@@ -130,8 +130,11 @@ ps_remote_setup(struct ps_remote *r, const struct ps_config *c, const struct ps_
 		return bad;
 	if (ps_ingest_split_url(c->server, r->base, sizeof(r->base), r->user, sizeof(r->user),
 				r->pass, sizeof(r->pass))) {
-		ps_log_config("PYROSCOPE_SERVER_ADDRESS=%.200s: expected http(s)://host[:port][/prefix]; "
-			      "using local files only", c->server);
+		char shown[96];
+
+		ps_config_url_shown(c->server, shown, sizeof(shown));
+		ps_log_config("PYROSCOPE_SERVER_ADDRESS=%s: expected http(s)://host[:port][/prefix]; "
+			      "using local files only", shown);
 		return bad + 1;
 	}
 	if (c->auth_user[0] || c->auth_password[0]) {
