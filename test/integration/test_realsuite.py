@@ -28,7 +28,8 @@ def summary(r):
     return r.rc, sorted(bad), "Tests result: SUCCESS" in text
 
 
-@unittest.skipUnless(os.path.isdir("/usr/lib/python3.11/test") and os.path.exists(PY),
+@unittest.skipUnless(os.path.exists("/usr/lib/python3.11/test/test_threading.py") and
+                     os.path.exists(PY),
                      "Debian's python3 regression tests are not installed "
                      "(apt-get install libpython3.11-testsuite)")
 class CPythonSuite(ShimTest):
