@@ -8,6 +8,7 @@
 
 #include <dlfcn.h>
 #include <link.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -500,9 +501,14 @@ row_for(uintptr_t pc, struct object *o, struct row *row)
 	}
 	if (compute_row(o->hdr, pc, row))
 		return -1;
-	c->pc = 0; /* never half-written if a nested walk could look */
+	/* Invalidate, fill, publish: a handler on this thread that saw the
+	 * entry midway would find it invalid (today none walks while this
+	 * thread is walking, but the order costs nothing). */
+	c->pc = 0;
+	atomic_signal_fence(memory_order_seq_cst);
 	c->row = *row;
 	c->obj = obj;
+	atomic_signal_fence(memory_order_seq_cst);
 	c->pc = pc;
 	return 0;
 }
