@@ -62,34 +62,40 @@ u8(struct rd *r)
 	return *r->p++;
 }
 
+/* LEB128: the value's bits, how many were read, and the last byte (whose
+ * bit 6 is the sign of a signed number). */
+PS_SIGSAFE static uint64_t
+leb(struct rd *r, unsigned *shift, unsigned *last)
+{
+	uint64_t v = 0;
+	unsigned b;
+
+	*shift = 0;
+	do {
+		b = u8(r);
+		if (*shift < 64)
+			v |= (uint64_t)(b & 0x7f) << *shift;
+		*shift += 7;
+	} while ((b & 0x80) && !r->bad);
+	*last = b;
+	return v;
+}
+
 PS_SIGSAFE static uint64_t
 uleb(struct rd *r)
 {
-	uint64_t v = 0;
-	unsigned shift = 0, b;
+	unsigned shift, last;
 
-	do {
-		b = u8(r);
-		if (shift < 64)
-			v |= (uint64_t)(b & 0x7f) << shift;
-		shift += 7;
-	} while ((b & 0x80) && !r->bad);
-	return v;
+	return leb(r, &shift, &last);
 }
 
 PS_SIGSAFE static int64_t
 sleb(struct rd *r)
 {
-	uint64_t v = 0;
-	unsigned shift = 0, b;
+	unsigned shift, last;
+	uint64_t v = leb(r, &shift, &last);
 
-	do {
-		b = u8(r);
-		if (shift < 64)
-			v |= (uint64_t)(b & 0x7f) << shift;
-		shift += 7;
-	} while ((b & 0x80) && !r->bad);
-	if (shift < 64 && (b & 0x40))
+	if (shift < 64 && (last & 0x40))
 		v |= ~(uint64_t)0 << shift;
 	return (int64_t)v;
 }
