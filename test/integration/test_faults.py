@@ -39,7 +39,7 @@ import unittest
 import urllib.parse
 
 from common import PROG, SHIM, ShimTest, clean_env, have_go
-from test_upload import Peer, free_port, pprof_total
+from test_upload import PeerTest, free_port, pprof_total
 
 HOST = os.path.join(PROG, "fault_host")
 APP = "fh"
@@ -161,7 +161,7 @@ class FaultTest(ShimTest):
 
 
 @unittest.skipUnless(have_go(), "go tool pprof is not installed")
-class ServerFaults(FaultTest):
+class ServerFaults(PeerTest, FaultTest):
     """Server faults, with local files written as well (their comments
     carry the counters)."""
 
@@ -169,18 +169,7 @@ class ServerFaults(FaultTest):
 
     def setUp(self):
         super().setUp()
-        self.peers = []
         self.runs = 0
-
-    def tearDown(self):
-        for p in self.peers:
-            p.stop()
-        super().tearDown()
-
-    def peer(self, *args):
-        p = Peer(self.tmp, *args)
-        self.peers.append(p)
-        return p
 
     def go(self, url, ms, stacks=16, **extra):
         """One run of the host against url (None: no server); returns the

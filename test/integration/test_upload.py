@@ -120,10 +120,9 @@ def pprof_total(paths, index):
     return total
 
 
-class UploadTest(ShimTest):
-    """A peer per test; `self.go(...)` runs a program against it."""
-
-    app = "up"
+class PeerTest(ShimTest):
+    """Peers started by `self.peer(...)`, stopped before the test's
+    directory goes."""
 
     def setUp(self):
         super().setUp()
@@ -138,6 +137,12 @@ class UploadTest(ShimTest):
         p = Peer(self.tmp, *args)
         self.peers.append(p)
         return p
+
+
+class UploadTest(PeerTest):
+    """A peer per test; `self.go(...)` runs a program against it."""
+
+    app = "up"
 
     def env(self, server, **extra):
         e = {"PYROSCOPE_SERVER_ADDRESS": server, "PYROSCOPE_APPLICATION_NAME": self.app}
