@@ -2,13 +2,23 @@
 # examples; `make check` runs every test; `make bench` runs the benchmarks.
 #
 # Layout rules the wildcards below rely on:
-#   shim/*.c uploader/*.c trace/*.c   -> objects of libpyroshim.so
-#   shim/hook_*.c, shim/init.c        -> define interposed libc symbols or the
+#   common/ shim/ trace/ uploader/ init/ *.c -> objects of libpyroshim.so
+#   shim/hook_*.c, init/init.c        -> define interposed libc symbols or the
 #                                        constructor; kept OUT of the core
 #                                        archive that unit tests link, so a
 #                                        test binary never interposes its own
 #                                        malloc or starts the profiler.
-#   uploader/*.proto trace/*.proto    -> nanopb code generated in build/gen
+#   uploader/*.proto                  -> nanopb code generated in build/gen
+#
+# Layers (README, "Architecture"): each directory compiles with the include
+# root of the layers it may use and no other, so a wrong-way include is a
+# build error.  build/inc/<dir>/ holds one symlink per allowed layer and is
+# the only -I a layer gets; includes are written "layer/file.h".
+#   common   -> (nothing of ours)
+#   trace    -> common
+#   shim     -> common
+#   uploader -> common, shim, trace   (+ build/gen, its nanopb code)
+#   init     -> everything: the one file that wires the layers together
 #   test/check_<module>.c             -> one check(3) unit-test binary each
 #   test/prog/*.c, *.cc               -> workloads the integration tests run
 #   examples/*.c                      -> demo programs
@@ -19,17 +29,30 @@ PREFIX  ?= /usr/local
 DESTDIR ?=
 
 WARN     = -Wall -Wextra -Werror
-CPPFLAGS = -D_GNU_SOURCE -Ishim -Iuploader -Itrace -Ibuild/gen
+# Tests, fuzzers and benchmarks see every layer.
+CPPFLAGS = -D_GNU_SOURCE -I. -Ibuild/gen
+LAYERS_common   = common
+LAYERS_trace    = common trace
+LAYERS_shim     = common shim
+LAYERS_uploader = common shim trace uploader
+LAYERS_init     = common shim trace uploader
+layer_of = $(firstword $(subst /, ,$(1)))
+LAYER_CPPFLAGS = -D_GNU_SOURCE -Ibuild/inc/$(call layer_of,$(1)) \
+		 $(if $(filter uploader init,$(call layer_of,$(1))),-Ibuild/gen)
+DEPFLAGS = -MMD -MP
 CFLAGS   = -std=c11 -O2 -g -fPIC -pthread -fvisibility=hidden $(WARN)
 LIBS     = -ldl -lm -lz -lprotobuf-nanopb -pthread
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lm -lrt)
 
-PROTOS   = $(wildcard uploader/*.proto trace/*.proto)
+PROTOS   = $(wildcard uploader/*.proto)
 GEN_C    = $(patsubst %.proto,build/gen/%.pb.c,$(notdir $(PROTOS)))
 GEN_H    = $(GEN_C:.c=.h)
-LIB_SRC  = $(wildcard shim/*.c uploader/*.c trace/*.c)
+LAYERS   = common shim trace uploader init
+LIB_SRC  = $(foreach d,$(LAYERS),$(wildcard $(d)/*.c))
+HEADERS  = $(foreach d,$(LAYERS),$(wildcard $(d)/*.h))
+INC_DIRS = $(LAYERS:%=build/inc/%/.ok)
 LIB_OBJ  = $(LIB_SRC:%.c=build/%.o) $(GEN_C:build/gen/%.c=build/gen/%.o)
-CORE_OBJ = $(filter-out build/shim/hook_%.o build/shim/init.o,$(LIB_OBJ))
+CORE_OBJ = $(filter-out build/shim/hook_%.o build/init/init.o,$(LIB_OBJ))
 TESTS    = $(patsubst test/%.c,build/test/%,$(wildcard test/check_*.c))
 PROGS    = $(patsubst test/prog/%.c,build/prog/%,$(wildcard test/prog/*.c)) \
            $(patsubst test/prog/%.cc,build/prog/%,$(wildcard test/prog/*.cc))
@@ -37,22 +60,25 @@ EXAMPLES = $(patsubst examples/%.c,examples/%,$(wildcard examples/*.c))
 
 SO = shim/libpyroshim.so
 
-.PHONY: all check unit integration bench install uninstall clean lint fuzz
+.PHONY: all check unit integration bench install uninstall clean lint layers fuzz
 all: $(SO) $(EXAMPLES)
 
 build/gen/%.pb.c build/gen/%.pb.h: uploader/%.proto $(wildcard uploader/*.options)
 	@mkdir -p build/gen
 	cd uploader && nanopb_generator.py -q -D ../build/gen $(notdir $<)
-build/gen/%.pb.c build/gen/%.pb.h: trace/%.proto $(wildcard trace/*.options)
-	@mkdir -p build/gen
-	cd trace && nanopb_generator.py -q -D ../build/gen $(notdir $<)
 
 build/gen/%.o: build/gen/%.c
 	$(CC) $(CPPFLAGS) $(CFLAGS) -Wno-error -c $< -o $@
 
-build/%.o: %.c $(GEN_H) $(wildcard shim/*.h uploader/*.h trace/*.h)
+# One include root per layer: a symlink for each layer it may use.
+build/inc/%/.ok: Makefile
+	@rm -rf build/inc/$* && mkdir -p build/inc/$*
+	@for d in $(LAYERS_$*); do ln -s ../../../$$d build/inc/$*/$$d; done
+	@touch $@
+
+build/%.o: %.c $(GEN_H) $(INC_DIRS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+	$(CC) $(call LAYER_CPPFLAGS,$*) $(DEPFLAGS) $(CFLAGS) -c $< -o $@
 
 $(SO): $(LIB_OBJ) shim/pyroshim.map
 	$(CC) -shared -o $@ $(LIB_OBJ) -Wl,--version-script=shim/pyroshim.map \
@@ -60,7 +86,7 @@ $(SO): $(LIB_OBJ) shim/pyroshim.map
 
 # The benchmark build: the same library with the handler timing compiled in.
 BENCH_SO = shim/libpyroshim-bench.so
-$(BENCH_SO): $(LIB_SRC) $(GEN_C) shim/pyroshim.map $(wildcard shim/*.h uploader/*.h trace/*.h)
+$(BENCH_SO): $(LIB_SRC) $(GEN_C) shim/pyroshim.map $(HEADERS)
 	$(CC) $(CPPFLAGS) -DPS_BENCH $(CFLAGS) -Wno-error=unused-parameter -shared -o $@ $(LIB_SRC) $(GEN_C) \
 	    -Wl,--version-script=shim/pyroshim.map -Wl,-z,defs $(LIBS)
 
@@ -70,7 +96,7 @@ build/libpyroshim_core.a: $(CORE_OBJ)
 
 build/test/check_%: test/check_%.c build/libpyroshim_core.a
 	@mkdir -p build/test
-	$(CC) $(CPPFLAGS) -std=c11 -O1 -g -pthread $(WARN) -Wno-unused-parameter $< \
+	$(CC) $(CPPFLAGS) $(DEPFLAGS) -std=c11 -O1 -g -pthread $(WARN) -Wno-unused-parameter $< \
 	    build/libpyroshim_core.a $(LIBS) $(CHECK_LIBS) -o $@
 
 build/prog/%: test/prog/%.c
@@ -95,8 +121,12 @@ integration: $(SO) $(EXAMPLES) $(PROGS)
 check: $(TESTS) $(SO) $(EXAMPLES) $(PROGS)
 	@sh test/run-all.sh $(TESTS)
 
-lint:
+lint: layers
 	@sh test/lint.sh
+
+# A wrong-way include must fail the build (test/layers.sh).
+layers: $(INC_DIRS) $(GEN_H)
+	@sh test/layers.sh $(foreach d,$(LAYERS),"$(d):$(LAYERS_$(d))")
 
 # Benchmarks against the anchors (BENCHMARKS.md): bench/run.sh installs the
 # anchor tools, builds bench/*.c and runs bench/bench.py (~12 minutes).
@@ -141,9 +171,9 @@ build/asan/gen/%.o: build/gen/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) $(ASAN_FLAGS) -Wno-error -c $< -o $@
 
-build/asan/%.o: %.c $(GEN_H) $(wildcard shim/*.h uploader/*.h trace/*.h)
+build/asan/%.o: %.c $(GEN_H) $(INC_DIRS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(ASAN_FLAGS) -c $< -o $@
+	$(CC) $(call LAYER_CPPFLAGS,$*) $(DEPFLAGS) $(CFLAGS) $(ASAN_FLAGS) -c $< -o $@
 
 build/asan/libpyroshim_core.a: $(ASAN_OBJ)
 	rm -f $@
@@ -154,7 +184,7 @@ build/asan/test/check_%: test/check_%.c build/asan/libpyroshim_core.a
 	$(CC) $(CPPFLAGS) -std=c11 -O1 -g -pthread $(WARN) -Wno-unused-parameter $(ASAN_FLAGS) $< \
 	    build/asan/libpyroshim_core.a $(LIBS) $(CHECK_LIBS) -o $@
 
-$(TSAN_BIN): test/tsan_tables.c shim/stacktab.c shim/livetab.c shim/stacktab.h shim/livetab.h shim/ps.h
+$(TSAN_BIN): test/tsan_tables.c shim/stacktab.c shim/livetab.c shim/stacktab.h shim/livetab.h common/ps.h
 	@mkdir -p build/tsan
 	$(CC) $(CPPFLAGS) -std=c11 -O1 -g -pthread $(WARN) -fsanitize=thread $< \
 	    shim/stacktab.c shim/livetab.c -o $@
@@ -173,12 +203,12 @@ FUZZ_NAMES   = traceparent span otlp_headers config_values config_env tags inges
 FUZZ_BINS    = $(FUZZ_NAMES:%=build/fuzz/fuzz_%)
 FUZZ_SRC_traceparent   = trace/traceparent.c
 FUZZ_SRC_span          = trace/span.c trace/traceparent.c
-FUZZ_SRC_otlp_headers  = trace/otlp.c trace/span.c trace/traceparent.c uploader/buf.c build/gen/otlp.pb.c
+FUZZ_SRC_otlp_headers  = uploader/otlp.c trace/span.c trace/traceparent.c common/buf.c build/gen/otlp.pb.c
 FUZZ_LIBS_otlp_headers = -lprotobuf-nanopb
-FUZZ_SRC_config_values = shim/config.c shim/log.c
-FUZZ_SRC_config_env    = shim/config.c shim/log.c
+FUZZ_SRC_config_values = common/config.c common/log.c
+FUZZ_SRC_config_env    = common/config.c common/log.c
 FUZZ_SRC_tags          = uploader/tags.c
-FUZZ_SRC_ingest_url    = uploader/ingest.c uploader/buf.c
+FUZZ_SRC_ingest_url    = uploader/ingest.c common/buf.c
 FUZZ_SRC_headers       = uploader/headers.c
 
 fuzz: $(FUZZ_BINS)
@@ -192,7 +222,9 @@ fuzz-smoke: $(FUZZ_BINS)
 # Second expansion lets each target list its own sources; it is enabled
 # here, after every other rule, so no earlier rule is affected.
 .SECONDEXPANSION:
-build/fuzz/fuzz_%: test/fuzz/fuzz_%.c test/fuzz/fuzz.h $$(FUZZ_SRC_$$*) $(GEN_H) \
-		   $(wildcard shim/*.h uploader/*.h trace/*.h)
+build/fuzz/fuzz_%: test/fuzz/fuzz_%.c test/fuzz/fuzz.h $$(FUZZ_SRC_$$*) $(GEN_H) $(HEADERS)
 	@mkdir -p build/fuzz
 	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_FLAGS) $< $(FUZZ_SRC_$*) $(FUZZ_LIBS_$*) -o $@
+
+# Header dependencies from -MMD (a changed header rebuilds what uses it).
+-include $(shell find build -name '*.d' 2>/dev/null)

@@ -1,12 +1,12 @@
 /* alloc.c -- the sampling decision and the sample.  See alloc.h. */
-#include "alloc.h"
+#include "shim/alloc.h"
 
 #include <errno.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <time.h>
 
-#include "unwind.h"
+#include "shim/unwind.h"
 
 /* Written by ps_alloc_start (constructor, before any sample can be taken)
  * and read by every thread afterwards. */

@@ -16,9 +16,9 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "livetab.h"
-#include "ps.h"
-#include "stacktab.h"
+#include "shim/livetab.h"
+#include "common/ps.h"
+#include "shim/stacktab.h"
 
 enum { PS_ALLOC_WAITING = 0, PS_ALLOC_ON = 1, PS_ALLOC_OFF = 2 };
 

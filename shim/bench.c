@@ -1,5 +1,5 @@
 /* bench.c -- handler timing for the benchmarks.  See bench.h. */
-#include "bench.h"
+#include "shim/bench.h"
 
 #ifdef PS_BENCH
 #include <fcntl.h>

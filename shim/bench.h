@@ -16,7 +16,7 @@
 #define PS_BENCH_H
 
 #include <stdint.h>
-#include "ps.h"
+#include "common/ps.h"
 
 #ifdef PS_BENCH
 /* Record one handler run of `ticks` (two ps_bench_now() apart).

@@ -4,7 +4,7 @@
  * 7 %rsp, 16 the return address), LSB "Exception Frames" (.eh_frame,
  * .eh_frame_hdr, pointer encodings, CIE augmentations) and DWARF 4
  * section 6.4 (the call frame instructions). */
-#include "ehframe.h"
+#include "shim/ehframe.h"
 
 #include <dlfcn.h>
 #include <link.h>

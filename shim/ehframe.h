@@ -27,7 +27,7 @@
 #define PS_EHFRAME_H
 
 #include <stdint.h>
-#include "ps.h"
+#include "common/ps.h"
 
 /* The registers a walk starts from. */
 struct ps_frame_regs {

@@ -10,8 +10,8 @@
 #include <link.h>
 #include <stdatomic.h>
 
-#include "ps.h"
-#include "unwind.h"
+#include "common/ps.h"
+#include "shim/unwind.h"
 
 typedef int (*iterate_fn)(int (*)(struct dl_phdr_info *, size_t, void *), void *);
 

@@ -19,9 +19,9 @@
 #include <stdarg.h>
 #include <unistd.h>
 
-#include "process.h"
-#include "ps.h"
-#include "sampler.h"
+#include "shim/process.h"
+#include "common/ps.h"
+#include "shim/sampler.h"
 
 #define MAX_ARGS 65536
 

@@ -18,8 +18,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
-#include "ps.h"
-#include "unwind.h"
+#include "common/ps.h"
+#include "shim/unwind.h"
 
 typedef int (*pipe2_fn)(int[2], int);
 typedef int (*pipe_fn)(int[2]);

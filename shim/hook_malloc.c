@@ -22,10 +22,10 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "alloc.h"
-#include "guard.h"
-#include "ps.h"
-#include "worker.h"
+#include "shim/alloc.h"
+#include "common/guard.h"
+#include "common/ps.h"
+#include "shim/process.h"
 
 static struct {
 	void *(*malloc)(size_t);
@@ -132,7 +132,7 @@ slow(void *p, size_t n)
 		return;
 	ps_guard_enter();
 	t_left = ps_alloc_slow(p, n);
-	ps_worker_poke(0);  /* the uploader thread starts here, when due */
+	ps_process_wake(0);  /* the uploader thread starts here, when due */
 	ps_guard_leave();
 }
 

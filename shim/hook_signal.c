@@ -17,11 +17,11 @@
 #include <string.h>
 #include <sys/time.h>
 
-#include "guard.h"
-#include "log.h"
-#include "ps.h"
-#include "sampler.h"
-#include "unwind.h"
+#include "common/guard.h"
+#include "common/log.h"
+#include "common/ps.h"
+#include "shim/sampler.h"
+#include "shim/unwind.h"
 
 typedef int (*sigaction_fn)(int, const struct sigaction *, struct sigaction *);
 typedef int (*sigprocmask_fn)(int, const sigset_t *, sigset_t *);

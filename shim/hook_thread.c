@@ -18,11 +18,11 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "guard.h"
-#include "ps.h"
-#include "sampler.h"
-#include "unwind.h"
-#include "worker.h"
+#include "common/guard.h"
+#include "common/ps.h"
+#include "shim/process.h"
+#include "shim/sampler.h"
+#include "shim/unwind.h"
 
 struct start {
 	void *(*fn)(void *);
@@ -40,7 +40,7 @@ static void
 host_thread_gone(void *unused)
 {
 	(void)unused;
-	ps_worker_host_thread(-1);
+	ps_process_host_thread(-1);
 }
 
 static void
@@ -67,7 +67,7 @@ trampoline(void *p)
 	if (!s.shim) {
 		ps_unwind_warm_thread();
 		ps_sampler_thread_start((void *)(uintptr_t)s.fn);
-		ps_worker_host_thread(1);
+		ps_process_host_thread(1);
 		ps_hook_thread_adopt();
 	}
 	ps_guard_leave();
@@ -90,7 +90,7 @@ pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), vo
 	shim = ps_guard_held();
 	ps_guard_enter();
 	if (!shim)
-		ps_worker_poke(1);  /* no longer single-threaded: start ours now */
+		ps_process_wake(1);  /* no longer single-threaded: start ours now */
 	s = malloc(sizeof(*s));
 	ps_guard_leave();
 	if (!s)

@@ -1,5 +1,5 @@
 /* livetab.c -- lock-free table of live sampled blocks.  See livetab.h. */
-#include "livetab.h"
+#include "shim/livetab.h"
 
 #include <errno.h>
 #include <string.h>

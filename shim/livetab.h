@@ -20,7 +20,7 @@
 
 #include <stdatomic.h>
 #include <stdint.h>
-#include "ps.h"
+#include "common/ps.h"
 
 #define PS_LIVE_SLOTS (1u << 16)
 #define PS_LIVE_FILTER (1u << 16)

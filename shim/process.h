@@ -1,29 +1,60 @@
-/* process.h -- process-level state shared by the hooks (defined in init.c).
+/* process.h -- the one door from the host side to the rest of the shim.
  *
- * Context: any thread outside signal context.
+ * The hooks in shim/ never call the uploader: they report process events
+ * here, and init/init.c -- the one file that wires the layers together --
+ * registers what each event does (struct ps_process_ops).  So the host side
+ * depends on nothing above it, and the uploader can change (a thread, a
+ * helper process) without touching a hook.
+ *
+ * Until ops are registered, or when the shim is inactive in this process,
+ * every event is a no-op.
  */
 #ifndef PS_PROCESS_H
 #define PS_PROCESS_H
 
+#include "common/ps.h"
+
+/* What the composition layer does for each event.  Every member may be
+ * NULL.  The table must outlive the process (a static const). */
+struct ps_process_ops {
+	/* The program did something that may make the uploader due: `now` 1
+	 * when it is becoming multi-threaded anyway (pthread_create), 0 on an
+	 * allocation slow path.  Context: host thread, guard held. */
+	void (*wake)(int now);
+	/* A thread of the program starts (+1) or ends (-1).
+	 * Context: host thread, outside signal context. */
+	void (*host_thread)(int delta);
+	/* An exec is about to replace this image.  Context: host thread. */
+	void (*before_exec)(void);
+	/* _exit/_Exit: the last pass, bounded by the flush timeout.
+	 * Context: any thread; must be async-signal-safe. */
+	void (*exit_now)(void);
+	/* The run's exit status and command line, for its span.
+	 * Context: host thread; async-signal-safe (plain stores). */
+	void (*set_exit)(int status);
+	void (*set_args)(int argc, const char *const *argv);
+};
+
+/* Register the ops and mark the calling process as the profiled one (pid);
+ * pid 0 marks the shim inactive.  Context: constructor, fork child. */
+void ps_process_setup(const struct ps_process_ops *ops, int pid);
+
 /* 1 if the caller runs in the process the shim initialised (or in a fork
  * child the shim has adopted); 0 in a vfork child or a child made by a raw
- * clone, where the shim must not touch shared state. */
-int ps_process_is_self(void);
+ * clone, where the shim must not touch shared state.
+ * Context: any thread; async-signal-safe. */
+int ps_process_is_self(void) PS_SIGSAFE;
 
-/* An exec is about to replace this image: write the profile so far, within
- * the flush timeout. */
+/* The events; each forwards to its op when the shim is active here. */
+void ps_process_wake(int now);
+void ps_process_host_thread(int delta);
 void ps_process_before_exec(void);
-
-/* _exit: the last pass through the uploader thread, bounded by the flush
- * timeout.  Async-signal-safe. */
-void ps_process_exit_now(void);
+void ps_process_exit_now(void) PS_SIGSAFE;
+void ps_process_set_exit(int status) PS_SIGSAFE;
+void ps_process_set_args(int argc, const char *const *argv);
 
 /* Count the calling thread as one of the program's (the main thread at
- * start-up, the forking thread in a fork child); see worker.h. */
+ * start-up, the forking thread in a fork child).  Defined in hook_thread.c. */
 void ps_hook_thread_adopt(void);
-
-/* Record the run's exit status and command line, for its span. */
-void ps_process_set_exit(int status);
-void ps_process_set_args(int argc, const char *const *argv);
 
 #endif

@@ -1,5 +1,5 @@
 /* sampler.c -- ITIMER_PROF and the SIGPROF handler.  See sampler.h. */
-#include "sampler.h"
+#include "shim/sampler.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -10,9 +10,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "bench.h"
-#include "guard.h"
-#include "unwind.h"
+#include "shim/bench.h"
+#include "common/guard.h"
+#include "shim/unwind.h"
 
 /* Written by ps_sampler_start (constructor) and the fork child handler,
  * before or while no other thread runs; read by the handler. */

@@ -24,8 +24,8 @@
 #ifndef PS_SAMPLER_H
 #define PS_SAMPLER_H
 
-#include "ps.h"
-#include "stacktab.h"
+#include "common/ps.h"
+#include "shim/stacktab.h"
 
 enum { PS_TIMER_THREAD = 0, PS_TIMER_PROCESS = 1 };
 

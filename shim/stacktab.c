@@ -8,7 +8,7 @@
  * on; at worst a stack is stored twice, and the uploader merges duplicates
  * when it folds stacks by name.
  */
-#include "stacktab.h"
+#include "shim/stacktab.h"
 
 #include <errno.h>
 #include <string.h>

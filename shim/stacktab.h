@@ -16,7 +16,7 @@
 
 #include <stdatomic.h>
 #include <stdint.h>
-#include "ps.h"
+#include "common/ps.h"
 
 /* Counter indexes. */
 enum {

@@ -1,8 +1,8 @@
 /* unwind.c -- libunwind, loaded privately, driven from signal context.
  * See unwind.h for why it is built this way. */
 #define UNW_LOCAL_ONLY
-#include "unwind.h"
-#include "ehframe.h"
+#include "shim/unwind.h"
+#include "shim/ehframe.h"
 
 #include <dlfcn.h>
 #include <elf.h>

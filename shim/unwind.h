@@ -30,7 +30,7 @@
 #define PS_UNWIND_H
 
 #include <link.h>
-#include "ps.h"
+#include "common/ps.h"
 
 #define PS_MAX_DEPTH 128
 

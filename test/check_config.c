@@ -6,8 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "config.h"
-#include "log.h"
+#include "common/config.h"
+#include "common/log.h"
 
 static const char *vars[32][2];
 static int nvars;

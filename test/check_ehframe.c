@@ -16,7 +16,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-#include "ehframe.h"
+#include "shim/ehframe.h"
 
 static uintptr_t
 stack_top(void)

@@ -1,5 +1,5 @@
 /* check_headers.c -- PYROSCOPE_HTTP_HEADERS JSON parsing. */
-#include "headers.h"
+#include "uploader/headers.h"
 
 #include <check.h>
 #include <errno.h>

@@ -6,7 +6,7 @@
  * SIGTERM when the forked test process dies (PR_SET_PDEATHSIG), and it exits
  * by itself after --max-seconds.  Run from the repository root.
  */
-#include "http.h"
+#include "uploader/http.h"
 
 #include <check.h>
 #include <errno.h>

@@ -6,7 +6,7 @@
  * front) and writes each part to a file, which the test compares with what
  * went in.
  */
-#include "ingest.h"
+#include "uploader/ingest.h"
 
 #include <check.h>
 #include <errno.h>

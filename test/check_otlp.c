@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "otlp.h"
+#include "uploader/otlp.h"
 
 #define TEST_PROTO "test/proto/otlp_trace_test.proto"
 #define DECODE_CMD "protoc --decode=opentelemetry.proto.collector.trace.v1." \

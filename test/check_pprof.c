@@ -13,9 +13,9 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "buf.h"
-#include "gzip.h"
-#include "pprof.h"
+#include "common/buf.h"
+#include "uploader/gzip.h"
+#include "uploader/pprof.h"
 
 /* Every go invocation: names are in the profile, never symbolize. */
 #define PPROF "go tool pprof -symbolize=none "

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "span.h"
+#include "trace/span.h"
 
 #define TID "0af7651916cd43dd8448eb211c80319c"
 #define PID "b7ad6b7169203331"

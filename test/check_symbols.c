@@ -13,7 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "symbols.h"
+#include "uploader/symbols.h"
 
 /* Static, so only .symtab names it: dladdr cannot.  Not inlined or cloned,
  * so its symbol keeps its plain name and covers a few instructions. */

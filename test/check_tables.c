@@ -6,9 +6,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "alloc.h"
-#include "livetab.h"
-#include "stacktab.h"
+#include "shim/alloc.h"
+#include "shim/livetab.h"
+#include "shim/stacktab.h"
 
 static uint64_t one_cpu[PS_NVALUES] = { 1, 10, 0, 0 };
 

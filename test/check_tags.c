@@ -1,5 +1,5 @@
 /* check_tags.c -- tag lists, ps_tags_add, app names and series names. */
-#include "tags.h"
+#include "uploader/tags.h"
 
 #include <check.h>
 #include <errno.h>

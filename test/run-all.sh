@@ -9,6 +9,7 @@ run() {
 	if "$@"; then pass=$((pass + 1)); else fail=$((fail + 1)); fi
 }
 run sh test/lint.sh
+run make -s layers
 run sh test/run-unit.sh "$@"
 run make -s sanitize
 run make -s fuzz-smoke

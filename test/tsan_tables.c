@@ -23,8 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "livetab.h"
-#include "stacktab.h"
+#include "shim/livetab.h"
+#include "shim/stacktab.h"
 
 #define WRITERS  4
 #define ROUNDS   60000          /* per writer; about 2 s under TSan */

@@ -10,7 +10,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "span.h"
+#include "trace/span.h"
 
 #define SPAN_SUFFIX ".run"
 #define SPAN_DEFAULT_BASE "process"

@@ -16,8 +16,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "ps.h"
-#include "traceparent.h"
+#include "common/ps.h"
+#include "trace/traceparent.h"
 
 #define PS_SPAN_NAME_MAX 128    /* bytes of name[], including the NUL */
 

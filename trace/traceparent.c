@@ -13,7 +13,7 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "traceparent.h"
+#include "trace/traceparent.h"
 
 #define TP_TRACE_OFF  3
 #define TP_PARENT_OFF 36

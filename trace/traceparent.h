@@ -14,7 +14,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "ps.h"
+#include "common/ps.h"
 
 #define PS_TRACE_FLAG_SAMPLED 0x01  /* the caller may have recorded data */
 #define PS_TRACE_FLAG_RANDOM  0x02  /* trace-id is random (Level 2) */

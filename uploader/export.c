@@ -1,5 +1,5 @@
 /* export.c -- fold, encode, write and queue.  See export.h. */
-#include "export.h"
+#include "uploader/export.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -10,9 +10,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "files.h"
-#include "log.h"
-#include "profiles.h"
+#include "uploader/files.h"
+#include "common/log.h"
+#include "uploader/profiles.h"
 
 #define OUT_CAP (64u << 20)  /* the largest profile file we write */
 

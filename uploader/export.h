@@ -17,14 +17,14 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <sys/types.h>
-#include "buf.h"
-#include "config.h"
-#include "fold.h"
-#include "livetab.h"
-#include "pprof.h"
-#include "remote.h"
-#include "span.h"
-#include "stacktab.h"
+#include "common/buf.h"
+#include "common/config.h"
+#include "uploader/fold.h"
+#include "shim/livetab.h"
+#include "uploader/pprof.h"
+#include "uploader/remote.h"
+#include "trace/span.h"
+#include "shim/stacktab.h"
 
 struct ps_export {
 	const struct ps_config *cfg;   /* not owned */

@@ -1,5 +1,5 @@
 /* files.c -- atomic, link-safe profile files.  See files.h. */
-#include "files.h"
+#include "uploader/files.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -13,7 +13,7 @@
 #define PS_FILES_H
 
 #include <stddef.h>
-#include "ps.h"
+#include "common/ps.h"
 
 /* Create (mode 0700, parents too) or check the directory.  Returns an open
  * O_DIRECTORY descriptor, or -ENOTDIR (not a directory or a symlink),

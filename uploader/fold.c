@@ -1,13 +1,13 @@
 /* fold.c -- fold raw stacks into stacks of function names.  See fold.h. */
-#include "fold.h"
+#include "uploader/fold.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "symbols.h"
-#include "unwind.h"
+#include "uploader/symbols.h"
+#include "shim/unwind.h"
 
 #define MAX_NAMES   (1u << 20)
 #define MAX_ENTRIES (1u << 20)

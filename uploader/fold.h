@@ -17,10 +17,10 @@
 #define PS_FOLD_H
 
 #include <stdint.h>
-#include "buf.h"
-#include "livetab.h"
-#include "ps.h"
-#include "stacktab.h"
+#include "common/buf.h"
+#include "shim/livetab.h"
+#include "common/ps.h"
+#include "shim/stacktab.h"
 
 enum {
 	PS_F_CPU_SAMPLES = 0,

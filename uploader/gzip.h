@@ -25,8 +25,8 @@
 
 #include <stddef.h>
 #include <zlib.h>
-#include "buf.h"
-#include "ps.h"
+#include "common/buf.h"
+#include "common/ps.h"
 
 #define PS_GZIP_STAGE 4096      /* small writes are gathered up to this */
 

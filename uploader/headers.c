@@ -8,7 +8,7 @@
  * the parser keeps going without storing, so that a syntax error late in
  * the input is still found and the variable rejected as a whole.
  */
-#include "headers.h"
+#include "uploader/headers.h"
 
 #include <errno.h>
 #include <string.h>

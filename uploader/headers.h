@@ -29,7 +29,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "ps.h"
+#include "common/ps.h"
 
 #define PS_HEADERS_MAX   32     /* headers kept */
 #define PS_HEADERS_BYTES 8192   /* bytes of all "Name: value\0" lines */

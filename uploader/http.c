@@ -8,8 +8,8 @@
  * concurrent posts share nothing.  libcurl's CURLcode is translated to a
  * negative errno here and nowhere else.
  */
-#include "http.h"
-#include "buf.h"
+#include "uploader/http.h"
+#include "common/buf.h"
 
 #include <ctype.h>
 #include <curl/curl.h>

@@ -19,7 +19,7 @@
 #define PS_HTTP_H
 
 #include <stddef.h>
-#include "ps.h"
+#include "common/ps.h"
 
 /* Everything is borrowed from the caller for the duration of the call;
  * nothing is kept afterwards. */

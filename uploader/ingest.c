@@ -6,7 +6,7 @@
  * same string is later concatenated with "/ingest?..." and any surprise in
  * it would send the profile, or the credentials, somewhere unexpected.
  */
-#include "ingest.h"
+#include "uploader/ingest.h"
 
 #include <errno.h>
 #include <inttypes.h>

@@ -17,8 +17,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "ps.h"
-#include "buf.h"
+#include "common/ps.h"
+#include "common/buf.h"
 
 /* Split a server address into base URL and credentials.
  * Accepted: `http://` or `https://` (any case; written lowercase), an

@@ -16,7 +16,7 @@
  * length measured by a first run into a sizing stream, because nanopb's
  * callback API leaves packing to the callback.
  */
-#include "pprof.h"
+#include "uploader/pprof.h"
 
 #include <errno.h>
 #include <stdbool.h>
@@ -26,7 +26,7 @@
 
 #include <pb_encode.h>
 
-#include "gzip.h"
+#include "uploader/gzip.h"
 #include "profile.pb.h"
 
 #define MAPPING_ID 1            /* the single placeholder mapping */

@@ -37,8 +37,8 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "buf.h"
-#include "ps.h"
+#include "common/buf.h"
+#include "common/ps.h"
 
 /* The most distinct strings one profile may hold, "" included. */
 #define PS_PPROF_MAX_STRINGS (1u << 22)

@@ -1,11 +1,11 @@
 /* profiles.c -- pprof from a fold.  See profiles.h. */
-#include "profiles.h"
+#include "uploader/profiles.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "stacktab.h"
+#include "shim/stacktab.h"
 
 static const char *const cpu_types[] = { "samples", "cpu" };
 static const char *const cpu_units[] = { "count", "nanoseconds" };

@@ -14,9 +14,9 @@
 #define PS_PROFILES_H
 
 #include <stdint.h>
-#include "buf.h"
-#include "fold.h"
-#include "pprof.h"
+#include "common/buf.h"
+#include "uploader/fold.h"
+#include "uploader/pprof.h"
 
 struct ps_family {
 	const char *kind;                  /* "cpu" or "alloc": file names, logs */

@@ -1,6 +1,6 @@
 /* remote.c -- requests for Pyroscope and for the OTLP endpoint.
  * See remote.h. */
-#include "remote.h"
+#include "uploader/remote.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -8,8 +8,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "ingest.h"
-#include "log.h"
+#include "uploader/ingest.h"
+#include "common/log.h"
 
 #define BODY_CAP (32u << 20)
 

@@ -23,15 +23,15 @@
 #define PS_REMOTE_H
 
 #include <stdint.h>
-#include "config.h"
-#include "fold.h"
-#include "headers.h"
-#include "otlp.h"
-#include "pprof.h"
-#include "profiles.h"
-#include "span.h"
-#include "tags.h"
-#include "upload.h"
+#include "common/config.h"
+#include "uploader/fold.h"
+#include "uploader/headers.h"
+#include "uploader/otlp.h"
+#include "uploader/pprof.h"
+#include "uploader/profiles.h"
+#include "trace/span.h"
+#include "uploader/tags.h"
+#include "uploader/upload.h"
 
 struct ps_remote {
 	int on;                        /* a valid server is configured */

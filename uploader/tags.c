@@ -6,7 +6,7 @@
  * are counted and the first few named in a fixed-size report, so that the
  * caller can warn once instead of once per tag.  See tags.h.
  */
-#include "tags.h"
+#include "uploader/tags.h"
 
 #include <errno.h>
 #include <string.h>

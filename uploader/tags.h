@@ -27,7 +27,7 @@
 #define PS_TAGS_H
 
 #include <stddef.h>
-#include "ps.h"
+#include "common/ps.h"
 
 #define PS_TAGS_MAX       30    /* tags per set */
 #define PS_TAGS_KEY_MAX   128   /* bytes of a name, without the NUL */

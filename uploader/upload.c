@@ -1,5 +1,5 @@
 /* upload.c -- bounded queue, retries, backoff.  See upload.h. */
-#include "upload.h"
+#include "uploader/upload.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -8,7 +8,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "log.h"
+#include "common/log.h"
 
 static uint64_t
 mono_ns(void)

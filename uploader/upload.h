@@ -24,10 +24,10 @@
 
 #include <pthread.h>
 #include <stdint.h>
-#include "buf.h"
-#include "headers.h"
-#include "http.h"
-#include "ps.h"
+#include "common/buf.h"
+#include "uploader/headers.h"
+#include "uploader/http.h"
+#include "common/ps.h"
 
 #define PS_UPLOAD_QUEUE_MAX   32
 #define PS_UPLOAD_QUEUE_BYTES (16u << 20)

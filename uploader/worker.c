@@ -1,5 +1,5 @@
 /* worker.c -- the uploader thread.  See worker.h. */
-#include "worker.h"
+#include "uploader/worker.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -10,8 +10,8 @@
 #include <sys/prctl.h>
 #include <time.h>
 
-#include "guard.h"
-#include "log.h"
+#include "common/guard.h"
+#include "common/log.h"
 
 /* Protects the export state and the fields below. */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;

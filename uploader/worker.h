@@ -15,8 +15,8 @@
 #define PS_WORKER_H
 
 #include <stdint.h>
-#include "export.h"
-#include "ps.h"
+#include "uploader/export.h"
+#include "common/ps.h"
 
 /* Prepare the thread for export state x (not owned, must outlive it).
  * lazy 0: start it now.  lazy 1: start it at the first ps_worker_poke()

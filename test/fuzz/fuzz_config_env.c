@@ -18,9 +18,9 @@
 #include <errno.h>
 #include <fcntl.h>
 
-#include "config.h"
+#include "common/config.h"
 #include "fuzz.h"
-#include "log.h"
+#include "common/log.h"
 
 #define MAXREC 64
 

@@ -11,7 +11,7 @@
 #include <errno.h>
 #include <strings.h>
 
-#include "config.h"
+#include "common/config.h"
 #include "fuzz.h"
 
 #define SENTINEL 0x5a5a5a5a5a5a5a5aull

@@ -15,7 +15,7 @@
 #include <strings.h>
 
 #include "fuzz.h"
-#include "headers.h"
+#include "uploader/headers.h"
 
 static int
 tchar(unsigned char c)

@@ -17,9 +17,9 @@
  */
 #include <errno.h>
 
-#include "buf.h"
+#include "common/buf.h"
 #include "fuzz.h"
-#include "ingest.h"
+#include "uploader/ingest.h"
 
 #define BIG 2048
 #define MAX_NS 10000000000000000000ull   /* 10^19: 20 digits */

@@ -16,7 +16,7 @@
 #include <errno.h>
 
 #include "fuzz.h"
-#include "otlp.h"
+#include "uploader/otlp.h"
 
 #define MAXH 40
 

@@ -16,7 +16,7 @@
 #include <errno.h>
 
 #include "fuzz.h"
-#include "span.h"
+#include "trace/span.h"
 
 static void
 check_name(const struct ps_span *sp, const char *app, const char *over)

@@ -21,7 +21,7 @@
 #include <errno.h>
 
 #include "fuzz.h"
-#include "tags.h"
+#include "uploader/tags.h"
 
 static int
 name_char(char c)

@@ -16,7 +16,7 @@
 #include <errno.h>
 
 #include "fuzz.h"
-#include "traceparent.h"
+#include "trace/traceparent.h"
 
 static int
 lchex(char c)

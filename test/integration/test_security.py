@@ -433,7 +433,7 @@ class Secrets(SecretTest):
         self.assertIn(b"upload rejected: HTTP 401: denied: key ", r.err)
         self.assert_nowhere(r)
 
-    # Found here (fixed; shim/init.c start): the info line "profiling ... output %s"
+    # Found here (fixed; init/init.c start): the info line "profiling ... output %s"
     # prints c->server, the URL as given, user-info password included,
     # when there is no output directory.
     def test_info_line_never_shows_the_password_of_the_server_url(self):
@@ -444,7 +444,7 @@ class Secrets(SecretTest):
         self.assertGreaterEqual(len(peer.ingest()), 1)
         self.assert_nowhere(r)
 
-    # Found here (fixed; uploader/remote.c ps_remote_setup, shim/config.c printable): the
+    # Found here (fixed; uploader/remote.c ps_remote_setup, common/config.c printable): the
     # configuration line about an invalid or too long server URL (and a
     # too long OTLP endpoint) echoes the URL, user-info password included.
     def test_invalid_server_url_line_never_shows_its_password(self):
@@ -698,7 +698,7 @@ class Files(ShimTest):
 
 
 class VdsoFile(ShimTest):
-    # Found here (fixed; shim/symbols.c module_names): the vDSO's name "linux-vdso.so.1"
+    # Found here (fixed; uploader/symbols.c module_names): the vDSO's name "linux-vdso.so.1"
     # is opened as a path relative to the working directory.  A FIFO of
     # that name there blocks the open forever, in the exiting thread of a
     # local-mode program: the program never exits (no bound at all, the

@@ -3,7 +3,7 @@ and pprof labels, the TRACEPARENT handed to children, and the OTLP export.
 
 The OTLP bodies the peer saved are decoded by protoc against
 test/proto/otlp_trace_test.proto, a copy of the OTLP messages written
-independently of trace/otlp.proto; profiles by go tool pprof -tags.  Ids
+independently of uploader/otlp.proto; profiles by go tool pprof -tags.  Ids
 are compared with what the program itself saw in its environment
 (build/prog/trace_exit prints TRACEPARENT and TRACESTATE from main), so
 every check ties two independent observations together."""

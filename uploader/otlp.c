@@ -22,7 +22,7 @@
 
 #include <pb_encode.h>
 
-#include "otlp.h"
+#include "uploader/otlp.h"
 #include "otlp.pb.h"
 
 /* ---- output stream into a ps_buf -------------------------------------- */

@@ -23,7 +23,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "ps.h"
+#include "common/ps.h"
 
 struct ps_symbols;  /* opaque cache, owned by its creator */
 

@@ -11,9 +11,9 @@
 #define PS_OTLP_H
 
 #include <stddef.h>
-#include "ps.h"
-#include "buf.h"
-#include "span.h"
+#include "common/ps.h"
+#include "common/buf.h"
+#include "trace/span.h"
 
 #define PS_OTLP_SCOPE_NAME "pyroshim"   /* InstrumentationScope.name */
 

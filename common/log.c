@@ -1,5 +1,5 @@
 /* log.c -- formatted lines written with one write(2).  See log.h. */
-#include "log.h"
+#include "common/log.h"
 
 #include <errno.h>
 #include <stdarg.h>

@@ -1,5 +1,5 @@
 /* buf.c -- growable byte buffer with a cap.  See buf.h. */
-#include "buf.h"
+#include "common/buf.h"
 
 #include <errno.h>
 #include <stdarg.h>

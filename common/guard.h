@@ -13,7 +13,7 @@
 #ifndef PS_GUARD_H
 #define PS_GUARD_H
 
-#include "ps.h"
+#include "common/ps.h"
 
 extern PS_TLS int ps_guard_depth;
 

@@ -14,7 +14,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
-#include "ps.h"
+#include "common/ps.h"
 
 struct ps_buf {
 	uint8_t *data;  /* owned; NULL until the first append */

@@ -13,7 +13,7 @@
 #ifndef PS_LOG_H
 #define PS_LOG_H
 
-#include "ps.h"
+#include "common/ps.h"
 
 enum ps_log_level {
 	PS_LOG_ERROR = 0,

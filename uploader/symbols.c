@@ -26,7 +26,7 @@
  * through dladdr instead.  Still not covered: a file truncated in place
  * while it is mapped here raises SIGBUS (as it would in the program itself).
  */
-#include "symbols.h"
+#include "uploader/symbols.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -41,7 +41,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "buf.h"
+#include "common/buf.h"
 
 #define MAX_MODULES   4096           /* objects tracked; more are ignored */
 #define MAX_PHDRS     128            /* program headers copied per object */

@@ -4,7 +4,7 @@
  * kind, limits, where to store it, how to describe the default), so adding a
  * variable is one line and every variable gets the same error handling.
  */
-#include "config.h"
+#include "common/config.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -12,7 +12,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "log.h"
+#include "common/log.h"
 
 static int
 all_digits(const char *s)

@@ -22,19 +22,19 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "alloc.h"
-#include "bench.h"
-#include "config.h"
-#include "export.h"
-#include "guard.h"
-#include "livetab.h"
-#include "log.h"
-#include "process.h"
-#include "sampler.h"
-#include "span.h"
-#include "stacktab.h"
-#include "unwind.h"
-#include "worker.h"
+#include "shim/alloc.h"
+#include "shim/bench.h"
+#include "common/config.h"
+#include "uploader/export.h"
+#include "common/guard.h"
+#include "shim/livetab.h"
+#include "common/log.h"
+#include "shim/process.h"
+#include "shim/sampler.h"
+#include "trace/span.h"
+#include "shim/stacktab.h"
+#include "shim/unwind.h"
+#include "uploader/worker.h"
 
 void ps_hook_malloc_resolve(void);
 
@@ -47,9 +47,7 @@ static struct {
 	struct ps_livetab lt;
 	struct ps_export x;
 	struct ps_span span; /* the run's root span, if correlation is on */
-	_Atomic int pid;     /* the profiled process; 0 = shim inactive */
-	int exit_code;       /* recorded by hook_exit.c */
-	int argc;
+	int argc;            /* recorded by hook_exit.c before the constructor */
 	const char *const *argv;
 } g;
 
@@ -215,15 +213,14 @@ start_trace(const struct ps_config *c)
 	return sp;
 }
 
-void
-ps_process_set_exit(int status)
+static void
+set_exit(int status)
 {
-	g.exit_code = status;
 	g.x.exit_code = status;
 }
 
-void
-ps_process_set_args(int argc, const char *const *argv)
+static void
+set_args(int argc, const char *const *argv)
 {
 	g.argc = argc;
 	g.argv = argv;
@@ -231,13 +228,42 @@ ps_process_set_args(int argc, const char *const *argv)
 	g.x.argv = argv;
 }
 
+PS_SIGSAFE static void
+exit_now(void)
+{
+	(void)ps_sampler_disarm();
+	ps_worker_exit(g.cfg.flush_timeout_ns);
+}
+
+static void
+before_exec(void)
+{
+	ps_guard_enter();
+	ps_worker_flush(g.cfg.flush_timeout_ns, 0);
+	ps_guard_leave();
+}
+
+/* What the host side's events do (shim/process.h). */
+static const struct ps_process_ops ops = {
+	.wake = ps_worker_poke,
+	.host_thread = ps_worker_host_thread,
+	.before_exec = before_exec,
+	.exit_now = exit_now,
+	.set_exit = set_exit,
+	.set_args = set_args,
+};
+
+/* 1 once the constructor started profiling in this image.  Written by the
+ * constructor only. */
+static int active;
+
 static void
 on_fork_child(void)
 {
 	ps_unwind_fork_child();
-	if (!atomic_load(&g.pid))
+	if (!active)
 		return;
-	atomic_store(&g.pid, (int)getpid());
+	ps_process_setup(&ops, (int)getpid());
 	if (ps_stacktab_reset(&g.st) || (g.x.alloc_on && ps_livetab_reset(&g.lt))) {
 		ps_alloc_off();
 		(void)ps_sampler_disarm();
@@ -318,7 +344,8 @@ start(void)
 	if (pthread_atfork(ps_unwind_fork_prepare, ps_unwind_fork_parent, on_fork_child))
 		ps_warn("fork handler not installed");
 	ps_hook_thread_adopt();  /* the main thread is one of the program's */
-	atomic_store(&g.pid, (int)getpid());
+	active = 1;
+	ps_process_setup(&ops, (int)getpid());
 	if (c->cpu_enabled) {
 		rc = ps_sampler_start(&g.st, c->sample_rate, c->cpu_timer);
 		if (rc == -EBUSY)
@@ -345,7 +372,7 @@ ps_init(void)
 	}
 	ps_guard_enter();
 	start();
-	if (!atomic_load(&g.pid) || !g.cfg.alloc_enabled)
+	if (!active || !g.cfg.alloc_enabled)
 		ps_alloc_off();
 	ps_guard_leave();
 }
@@ -359,30 +386,6 @@ ps_fini(void)
 	ps_sampler_stop();
 	ps_worker_flush(g.cfg.flush_timeout_ns, 1);
 	ps_bench_write(g.x.dir, g.x.app, (int)getpid());
-	atomic_store(&g.pid, 0);
-	ps_guard_leave();
-}
-
-int
-ps_process_is_self(void)
-{
-	int pid = atomic_load(&g.pid);
-
-	return pid != 0 && pid == (int)getpid();
-}
-
-PS_SIGSAFE void
-ps_process_exit_now(void)
-{
-	(void)ps_sampler_disarm();
-	ps_worker_exit(g.cfg.flush_timeout_ns);
-	atomic_store(&g.pid, 0);
-}
-
-void
-ps_process_before_exec(void)
-{
-	ps_guard_enter();
-	ps_worker_flush(g.cfg.flush_timeout_ns, 0);
+	ps_process_setup(&ops, 0);
 	ps_guard_leave();
 }

@@ -17,7 +17,7 @@
 
 #include <limits.h>
 #include <stdint.h>
-#include "ps.h"
+#include "common/ps.h"
 
 #define PS_CFG_STR 1024
 

@@ -1,0 +1,70 @@
+/* process.c -- process events from the hooks, forwarded to the ops that
+ * init.c registered (process.h). */
+#include <stdatomic.h>
+#include <stddef.h>
+#include <unistd.h>
+
+#include "shim/process.h"
+
+/* Written by the constructor and the fork child handler while the process
+ * has one thread (or before the ops can be reached); read by every hook. */
+static const struct ps_process_ops *ops;
+static _Atomic int self_pid;  /* the profiled process; 0 = inactive */
+
+void
+ps_process_setup(const struct ps_process_ops *o, int pid)
+{
+	ops = o;
+	atomic_store(&self_pid, pid);
+}
+
+PS_SIGSAFE int
+ps_process_is_self(void)
+{
+	int pid = atomic_load(&self_pid);
+
+	return pid != 0 && pid == (int)getpid();
+}
+
+void
+ps_process_wake(int now)
+{
+	if (ops && ops->wake)
+		ops->wake(now);
+}
+
+void
+ps_process_host_thread(int delta)
+{
+	if (ops && ops->host_thread)
+		ops->host_thread(delta);
+}
+
+void
+ps_process_before_exec(void)
+{
+	if (ops && ops->before_exec)
+		ops->before_exec();
+}
+
+PS_SIGSAFE void
+ps_process_exit_now(void)
+{
+	if (ops && ops->exit_now)
+		ops->exit_now();
+	atomic_store(&self_pid, 0);
+}
+
+PS_SIGSAFE void
+ps_process_set_exit(int status)
+{
+	if (ops && ops->set_exit)
+		ops->set_exit(status);
+}
+
+void
+ps_process_set_args(int argc, const char *const *argv)
+{
+	if (ops && ops->set_args)
+		ops->set_args(argc, argv);
+}
