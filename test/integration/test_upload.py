@@ -190,7 +190,12 @@ class Periodic(UploadTest):
                              "an interval arrived twice")
             self.assert_contiguous(recs)
         self.assertEqual(min(r["from_ns"] for r in cpu), min(r["from_ns"] for r in alloc))
-        self.assertEqual(max(r["until_ns"] for r in cpu), max(r["until_ns"] for r in alloc))
+        # An interval with nothing of one family is not sent: the last pass
+        # at exit lasts a few milliseconds and, on a loaded machine, may hold
+        # an allocation but no CPU sample (or the reverse).  So the two
+        # families may end one pass apart, never more than one interval.
+        self.assertLessEqual(abs(max(r["until_ns"] for r in cpu) - max(r["until_ns"] for r in alloc)),
+                             500 * 1000 * 1000)
         local = self.profile(self.app, pid, "cpu.pb.gz")
         self.assertEqual(pprof_total([r["payload"] for r in cpu], 1), pprof_total([local], 1))
         self.assertEqual(pprof_total([r["payload"] for r in cpu], 0), pprof_total([local], 0))
