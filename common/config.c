@@ -151,8 +151,39 @@ ps_parse_level(const char *s, int *out)
 	return -EINVAL;
 }
 
+int
+ps_parse_signal(const char *s, int *out)
+{
+	uint64_t n;
+	int base = 0, sign = 1;
+
+	if (!strncasecmp(s, "SIG", 3))
+		s += 3;
+	if (!strncasecmp(s, "RTMIN", 5)) {
+		base = 34;
+		s += 5;
+	} else if (!strncasecmp(s, "RTMAX", 5)) {
+		base = 64;
+		sign = -1;
+		s += 5;
+	}
+	if (base && !*s) {
+		n = 0;
+	} else if (base) {
+		if (*s != (sign > 0 ? '+' : '-') || ps_parse_uint(s + 1, 0, 64, &n))
+			return -EINVAL;
+	} else if (ps_parse_uint(s, 0, 64, &n)) {
+		return -EINVAL;
+	}
+	n = base ? (uint64_t)(base + sign * (int)n) : n;
+	if (n < 35 || n > 64)
+		return -EINVAL;
+	*out = (int)n;
+	return 0;
+}
+
 enum kind { K_BOOL, K_UINT, K_DURATION, K_SIZE, K_LEVEL, K_STR, K_URL, K_PATH, K_SECRET,
-	     K_FORMAT, K_TIMER };
+	     K_FORMAT, K_TIMER, K_SIGNAL };
 
 struct var {
 	const char *name;
@@ -176,6 +207,8 @@ static const struct var vars[] = {
 	  "expected true or false", "true" },
 	{ "PYROSCOPE_CPU_TIMER", K_TIMER, OFF(cpu_timer), 0, 1, "expected thread or process",
 	  "thread" },
+	{ "PYROSCOPE_CPU_SIGNAL", K_SIGNAL, OFF(cpu_signal), 0, 0,
+	  "expected a real-time signal from 35 to 64, or SIGRTMIN+n / SIGRTMAX-n", "61 (SIGRTMAX-3)" },
 	{ "PYROSCOPE_PROFILING_ALLOC_ENABLED", K_BOOL, OFF(alloc_enabled), 0, 1,
 	  "expected true or false", "true" },
 	{ "PYROSCOPE_ALLOC_SAMPLE_BYTES", K_SIZE, OFF(alloc_sample_bytes), 0, 1ull << 40,
@@ -283,7 +316,9 @@ store(struct ps_config *c, const struct var *v, const char *s)
 	switch (v->kind) {
 	case K_BOOL:
 	case K_LEVEL:
-		if ((v->kind == K_BOOL ? ps_parse_bool(s, &iv) : ps_parse_level(s, &iv)))
+	case K_SIGNAL:
+		if ((v->kind == K_BOOL ? ps_parse_bool(s, &iv) :
+		     v->kind == K_LEVEL ? ps_parse_level(s, &iv) : ps_parse_signal(s, &iv)))
 			return -EINVAL;
 		memcpy(field, &iv, sizeof(iv));
 		return 0;
@@ -325,6 +360,7 @@ defaults(struct ps_config *c)
 	c->enabled = 1;
 	c->sample_rate = 100;
 	c->cpu_enabled = 1;
+	c->cpu_signal = 61;
 	c->alloc_enabled = 1;
 	c->alloc_sample_bytes = 524288;
 	c->stack_memory = 8ull << 20;

@@ -27,6 +27,7 @@ struct ps_config {
 	unsigned sample_rate;          /* PYROSCOPE_SAMPLE_RATE, Hz, 1..1000, default 100 */
 	int cpu_enabled;               /* PYROSCOPE_PROFILING_CPU_ENABLED (default 1) */
 	int cpu_timer;                 /* PYROSCOPE_CPU_TIMER: 0 thread (default), 1 process */
+	int cpu_signal;                /* PYROSCOPE_CPU_SIGNAL: 35..64, default 61 (SIGRTMAX-3) */
 	int alloc_enabled;             /* PYROSCOPE_PROFILING_ALLOC_ENABLED (default 1) */
 	uint64_t alloc_sample_bytes;   /* PYROSCOPE_ALLOC_SAMPLE_BYTES, default 524288; 0/1 = every */
 	uint64_t stack_memory;         /* PYROSCOPE_STACK_MEMORY, bytes, default 8 MiB */
@@ -82,5 +83,9 @@ int ps_parse_duration(const char *s, uint64_t *out_ns) PS_WUR;
 int ps_parse_size(const char *s, uint64_t *out) PS_WUR;
 /* "error", "warn", "info", "debug" (case-insensitive). */
 int ps_parse_level(const char *s, int *out) PS_WUR;
+/* A real-time signal the shim may use: a number from 35 to 64, or
+ * "SIGRTMIN+n" / "SIGRTMAX-n" (also without "SIG"), as glibc numbers them
+ * (SIGRTMIN 34, SIGRTMAX 64); 32-34 are glibc's own and refused. */
+int ps_parse_signal(const char *s, int *out) PS_WUR;
 
 #endif

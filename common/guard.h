@@ -1,7 +1,7 @@
 /* guard.h -- the per-thread reentrancy guard.
  *
  * While a thread's guard is held, the allocation hooks forward straight to
- * the C library (nothing is sampled, nothing recurses) and the SIGPROF
+ * the C library (nothing is sampled, nothing recurses) and the signal
  * handler does not unwind (the thread is inside shim code, possibly inside
  * libunwind).  The uploader thread holds it for its whole life, so
  * everything the shim's own thread allocates -- libcurl, zlib,

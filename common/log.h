@@ -7,7 +7,7 @@
  * to PYROSCOPE_LOG_FILE when set, with one write(2) each, so concurrent
  * lines never interleave.
  *
- * Context: any thread, never the SIGPROF handler (vsnprintf is not
+ * Context: any thread, never the signal handler (vsnprintf is not
  * async-signal-safe).  Does not allocate.  errno is preserved.
  */
 #ifndef PS_LOG_H

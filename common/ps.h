@@ -5,7 +5,7 @@
  * Fallible functions are marked PS_WUR so that a caller cannot ignore them.
  *
  * Context: every function comment says where it may run.  Definitions that
- * the SIGPROF handler can reach are marked PS_SIGSAFE, so that
+ * the signal handler can reach are marked PS_SIGSAFE, so that
  * `grep -n PS_SIGSAFE` lists everything that must stay async-signal-safe:
  * no malloc, no stdio, no lock another thread may hold, errno preserved.
  */
@@ -15,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PS_SIGSAFE              /* reachable from the SIGPROF handler */
+#define PS_SIGSAFE              /* reachable from the signal handler */
 #define PS_EXPORT   __attribute__((visibility("default")))
 #define PS_WUR      __attribute__((warn_unused_result))
 #define PS_TLS      __thread __attribute__((tls_model("initial-exec")))

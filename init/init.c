@@ -4,7 +4,7 @@
  * Start-up order matters: the allocation hooks are resolved first (the
  * loader has been calling them already), configuration is read once,
  * libunwind is loaded and warmed up, the tables are mapped, the uploader
- * thread starts, and only then is the timer armed -- so the first SIGPROF
+ * thread starts, and only then is the timer armed -- so the first sample
  * finds everything in place.  Nothing here prints unless configuration is
  * wrong or the log level asks.
  */
@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "shim/alloc.h"
+#include "shim/altstack.h"
 #include "shim/bench.h"
 #include "common/config.h"
 #include "uploader/export.h"
@@ -347,10 +348,9 @@ start(void)
 	active = 1;
 	ps_process_setup(&ops, (int)getpid());
 	if (c->cpu_enabled) {
-		rc = ps_sampler_start(&g.st, c->sample_rate, c->cpu_timer);
-		if (rc == -EBUSY)
-			ps_warn("SIGPROF or ITIMER_PROF is already in use: CPU profiling steps aside");
-		else if (rc)
+		ps_altstack_thread_start();
+		rc = ps_sampler_start(&g.st, c->sample_rate, c->cpu_timer, c->cpu_signal);
+		if (rc)
 			ps_warn("CPU profiling not started: %s", strerror(-rc));
 		if (rc)
 			g.x.cpu_on = 0;
@@ -384,6 +384,8 @@ ps_fini(void)
 		return;
 	ps_guard_enter();
 	ps_sampler_stop();
+	ps_debug("signal stacks: at most %zu of %u bytes used", ps_altstack_max_used(),
+		 PS_ALTSTACK_SIZE);
 	ps_worker_flush(g.cfg.flush_timeout_ns, 1);
 	ps_bench_write(g.x.dir, g.x.app, (int)getpid());
 	ps_process_setup(&ops, 0);

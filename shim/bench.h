@@ -1,4 +1,4 @@
-/* bench.h -- time spent in the SIGPROF handler, measured from inside.
+/* bench.h -- time spent in the signal handler, measured from inside.
  *
  * Compiled in only when the library is built with -DPS_BENCH (the
  * `bench/` build, shim/libpyroshim-bench.so); otherwise every function is

@@ -1,11 +1,13 @@
 /* hook_exec.c -- the exec family.
  *
- * Interval timers survive execve, but signal handlers do not: a new image
+ * Pending signals survive execve, but signal handlers do not: a new image
  * that does not load the shim (LD_PRELOAD removed, a static binary) would
- * be killed by "Profiling timer expired" before its first instruction.  So
- * every exec-family call stops the timer (and accepts any SIGPROF already
- * pending) first, and re-arms it if the exec fails.  An exec also ends this
- * image's profile, so it is flushed first, within the flush timeout.
+ * be killed by a real-time signal of the shim's still pending.  So every
+ * exec-family call stops the timer (and accepts any of the shim's signals
+ * already pending) first, gives the kernel the program's own view of that
+ * signal (blocked or ignored, if it asked: sigvirt.h), and undoes all of it
+ * if the exec fails.  An exec also ends this image's profile, so it is
+ * flushed first, within the flush timeout.
  *
  * glibc's execvp, execl and friends call execve internally, not through
  * the PLT, so each of them is interposed on its own.
@@ -22,16 +24,21 @@
 #include "shim/process.h"
 #include "common/ps.h"
 #include "shim/sampler.h"
+#include "shim/sigvirt.h"
 
 #define MAX_ARGS 65536
 
 static int
 before(void)
 {
-	if (!ps_process_is_self())
-		return -1;
-	ps_process_before_exec();
-	return ps_sampler_disarm();
+	int was = -1;
+
+	if (ps_process_is_self()) {
+		ps_process_before_exec();
+		was = ps_sampler_disarm();
+	}
+	ps_sigvirt_before_exec();
+	return was;
 }
 
 static void
@@ -39,6 +46,7 @@ after(int was_armed)
 {
 	int saved = errno;
 
+	ps_sigvirt_exec_failed();
 	if (was_armed > 0)
 		ps_sampler_rearm(was_armed);
 	errno = saved;

@@ -1,74 +1,68 @@
-/* hook_signal.c -- sigaction, signal and setitimer.
+/* hook_signal.c -- the C library's signal functions, as the program sees
+ * them with the shim's own signal virtualized (sigvirt.h).
  *
- * A profiler that is preloaded must never steal SIGPROF.  When the program
- * installs its own SIGPROF handler, or arms ITIMER_PROF itself (a program
- * with gperftools built in, a language runtime with its own profiler), the
- * shim steps aside for good: every timer of its own is stopped first, so the
- * program's handler never receives a signal it did not ask for.  A program
- * that only asks what the SIGPROF disposition is sees SIG_DFL, as it would
- * without the shim.  Allocation profiling goes on.
- *
- * The shim's own calls are made with the guard held and pass straight
- * through.
+ * Every call about another signal goes to the C library unchanged: SIGPROF
+ * and ITIMER_PROF are the program's alone.  Calls about the shim's signal
+ * -- dispositions, masks, waits -- are answered with the program's own view
+ * of it, while the kernel keeps the shim's handler and the signal unblocked.
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <string.h>
-#include <sys/time.h>
+#include <sys/epoll.h>
+#include <sys/select.h>
+#include <sys/signalfd.h>
 
-#include "common/guard.h"
-#include "common/log.h"
 #include "common/ps.h"
-#include "shim/sampler.h"
+#include "shim/sigvirt.h"
 #include "shim/unwind.h"
 
-typedef int (*sigaction_fn)(int, const struct sigaction *, struct sigaction *);
-typedef int (*sigprocmask_fn)(int, const sigset_t *, sigset_t *);
-typedef int (*setitimer_fn)(int, const struct itimerval *, struct itimerval *);
+/* The next definition of `fn`, looked up once.  The lookup is not
+ * async-signal-safe, but each of these is first called outside a handler
+ * (the shim's constructor calls none of them through here). */
+#define REAL(fn) \
+	static __typeof__(fn) *real_##fn; \
+	if (!real_##fn) \
+		real_##fn = (__typeof__(fn) *)dlsym(RTLD_NEXT, #fn)
 
-static void
-step_aside(const char *why)
+#define MISSING(fn, ret) \
+	do { \
+		if (!real_##fn) { \
+			errno = ENOSYS; \
+			return ret; \
+		} \
+	} while (0)
+
+static int
+is_ours(int sig)
 {
-	if (ps_sampler_step_aside())
-		ps_warn("the program %s: CPU profiling steps aside", why);
+	int v = ps_sigvirt_signo();
+
+	return v && sig == v;
 }
 
 PS_EXPORT int
 sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
-	static sigaction_fn real;
-	int rc, ours;
-
-	if (!real)
-		real = (sigaction_fn)dlsym(RTLD_NEXT, "sigaction");
-	if (!real) {
-		errno = ENOSYS;
-		return -1;
+	REAL(sigaction);
+	if (!is_ours(sig)) {
+		MISSING(sigaction, -1);
+		return real_sigaction(sig, act, old);
 	}
-	/* The shim's own calls (guard held) and other signals pass through. */
-	if (sig != SIGPROF || ps_guard_held())
-		return real(sig, act, old);
-	if (act)
-		step_aside("installs its own SIGPROF handler");
-	rc = real(sig, act, old);
-	if (rc == 0 && old) {
-		ours = ps_sampler_owns_handler(old);
-		if (ours) {
-			/* What the program would have seen without the shim. */
-			memset(old, 0, sizeof(*old));
-			old->sa_handler = SIG_DFL;
-		}
-	}
-	return rc;
+	ps_sigvirt_action(act, old);
+	return 0;
 }
 
-PS_EXPORT sighandler_t
-signal(int sig, sighandler_t handler)
+/* glibc's signal() and bsd_signal(): sigaction with BSD semantics.  They
+ * are redefined here because the C library's own call sigaction
+ * internally, past the interposed one. */
+static sighandler_t
+bsd(int sig, sighandler_t handler)
 {
 	struct sigaction sa, old;
 
-	/* glibc's signal() is sigaction with BSD semantics. */
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = handler;
 	sa.sa_flags = SA_RESTART;
@@ -80,52 +74,233 @@ signal(int sig, sighandler_t handler)
 	return old.sa_handler;
 }
 
-PS_EXPORT int
-setitimer(__itimer_which_t which, const struct itimerval *val, struct itimerval *old)
+PS_EXPORT sighandler_t
+signal(int sig, sighandler_t handler)
 {
-	static setitimer_fn real;
+	return bsd(sig, handler);
+}
 
-	if (!real)
-		real = (setitimer_fn)dlsym(RTLD_NEXT, "setitimer");
-	if (!real) {
-		errno = ENOSYS;
-		return -1;
+PS_EXPORT sighandler_t
+bsd_signal(int sig, sighandler_t handler)
+{
+	return bsd(sig, handler);
+}
+
+/* System V semantics: reset to SIG_DFL on delivery, not blocked during the
+ * handler. */
+static sighandler_t
+sysv(int sig, sighandler_t handler)
+{
+	struct sigaction sa, old;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = handler;
+	sa.sa_flags = SA_RESETHAND | SA_NODEFER;
+	sigemptyset(&sa.sa_mask);
+	if (sigaction(sig, &sa, &old))
+		return SIG_ERR;
+	return old.sa_handler;
+}
+
+PS_EXPORT sighandler_t
+sysv_signal(int sig, sighandler_t handler)
+{
+	REAL(sysv_signal);
+	if (!is_ours(sig)) {
+		MISSING(sysv_signal, SIG_ERR);
+		return real_sysv_signal(sig, handler);
 	}
-	if (which == ITIMER_PROF && val && (val->it_value.tv_sec || val->it_value.tv_usec) &&
-	    !ps_guard_held()) {
-		step_aside("arms ITIMER_PROF itself");
-		/* Without the shim SIGPROF would be at SIG_DFL here, unless
-		 * the program chose otherwise (it then stepped us aside and
-		 * the handler is no longer ours). */
-		if (ps_sampler_restore_default())
-			ps_debug("SIGPROF not reset to SIG_DFL");
+	return sysv(sig, handler);
+}
+
+PS_EXPORT sighandler_t
+__sysv_signal(int sig, sighandler_t handler)
+{
+	return sysv_signal(sig, handler);
+}
+
+/* sigset is obsolescent, and the program still calls it. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+PS_EXPORT sighandler_t
+sigset(int sig, sighandler_t disp)
+{
+	struct sigaction sa, old;
+	sigset_t one, prev;
+
+	REAL(sigset);
+	if (!is_ours(sig)) {
+		MISSING(sigset, SIG_ERR);
+		return real_sigset(sig, disp);
 	}
-	return real(which, val, old);
+	sigemptyset(&one);
+	sigaddset(&one, sig);
+	if (disp == SIG_HOLD) {
+		if (pthread_sigmask(SIG_BLOCK, &one, &prev))
+			return SIG_ERR;
+		ps_sigvirt_action(NULL, &old);
+		return sigismember(&prev, sig) ? SIG_HOLD : old.sa_handler;
+	}
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = disp;
+	sigemptyset(&sa.sa_mask);
+	ps_sigvirt_action(&sa, &old);
+	if (pthread_sigmask(SIG_UNBLOCK, &one, &prev))
+		return SIG_ERR;
+	return sigismember(&prev, sig) ? SIG_HOLD : old.sa_handler;
+}
+#pragma GCC diagnostic pop
+
+/* ---- masks ----------------------------------------------------------- */
+
+PS_EXPORT int
+pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
+{
+	sigset_t copy;
+	int was = ps_sigvirt_thread_blocked(), rc;
+
+	REAL(pthread_sigmask);
+	if (!real_pthread_sigmask)
+		return ENOSYS;
+	rc = real_pthread_sigmask(how, ps_sigvirt_mask_in(set, &copy), old);
+	if (rc == 0)
+		ps_sigvirt_mask_out(how, set, old, was);
+	return rc;
 }
 
 /* libunwind (loaded privately, used by the shim alone) blocks every signal
  * around each use of its cache lock: two system calls per frame, most of
  * the cost of a sample.  The shim never re-enters libunwind on a thread
  * that is inside it (ps_unwind_active() stops every nested capture, in the
- * SIGPROF handler and in the allocation hooks alike), which is what that
+ * signal handler and in the allocation hooks alike), which is what that
  * masking protects against, so during a capture those calls are answered
- * without a system call.  Every other call -- all of the program's -- goes
- * to the C library unchanged. */
+ * without a system call.  Every other call -- all of the program's -- is
+ * the program's, virtualized like pthread_sigmask. */
 PS_EXPORT int
 sigprocmask(int how, const sigset_t *set, sigset_t *old)
 {
-	static sigprocmask_fn real;
+	sigset_t copy;
+	int was = ps_sigvirt_thread_blocked(), rc;
 
 	if (ps_unwind_active()) {
 		if (old)
 			sigemptyset(old);
 		return 0;
 	}
-	if (!real)
-		real = (sigprocmask_fn)dlsym(RTLD_NEXT, "sigprocmask");
-	if (!real) {
-		errno = ENOSYS;
-		return -1;
+	REAL(sigprocmask);
+	MISSING(sigprocmask, -1);
+	rc = real_sigprocmask(how, ps_sigvirt_mask_in(set, &copy), old);
+	if (rc == 0)
+		ps_sigvirt_mask_out(how, set, old, was);
+	return rc;
+}
+
+/* ---- waits with a temporary mask: the shim's signal blocked meanwhile - */
+
+PS_EXPORT int
+sigsuspend(const sigset_t *mask)
+{
+	sigset_t copy;
+
+	REAL(sigsuspend);
+	MISSING(sigsuspend, -1);
+	return real_sigsuspend(ps_sigvirt_wait_mask(mask, &copy));
+}
+
+PS_EXPORT int
+ppoll(struct pollfd *fds, nfds_t n, const struct timespec *t, const sigset_t *mask)
+{
+	sigset_t copy;
+
+	REAL(ppoll);
+	MISSING(ppoll, -1);
+	return real_ppoll(fds, n, t, ps_sigvirt_wait_mask(mask, &copy));
+}
+
+PS_EXPORT int
+pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct timespec *t, const sigset_t *mask)
+{
+	sigset_t copy;
+
+	REAL(pselect);
+	MISSING(pselect, -1);
+	return real_pselect(n, r, w, e, t, ps_sigvirt_wait_mask(mask, &copy));
+}
+
+PS_EXPORT int
+epoll_pwait(int fd, struct epoll_event *ev, int max, int ms, const sigset_t *mask)
+{
+	sigset_t copy;
+
+	REAL(epoll_pwait);
+	MISSING(epoll_pwait, -1);
+	return real_epoll_pwait(fd, ev, max, ms, ps_sigvirt_wait_mask(mask, &copy));
+}
+
+PS_EXPORT int
+epoll_pwait2(int fd, struct epoll_event *ev, int max, const struct timespec *t,
+	     const sigset_t *mask)
+{
+	sigset_t copy;
+
+	REAL(epoll_pwait2);
+	MISSING(epoll_pwait2, -1);
+	return real_epoll_pwait2(fd, ev, max, t, ps_sigvirt_wait_mask(mask, &copy));
+}
+
+/* ---- synchronous receipt: never one of the shim's samples ------------ */
+
+PS_EXPORT int
+sigwaitinfo(const sigset_t *set, siginfo_t *info)
+{
+	sigset_t copy;
+	int sig;
+
+	REAL(sigwaitinfo);
+	MISSING(sigwaitinfo, -1);
+	sig = ps_sigvirt_take_pending(set, info);
+	if (sig)
+		return sig;
+	return real_sigwaitinfo(ps_sigvirt_mask_in(set, &copy), info);
+}
+
+PS_EXPORT int
+sigtimedwait(const sigset_t *set, siginfo_t *info, const struct timespec *t)
+{
+	sigset_t copy;
+	int sig;
+
+	REAL(sigtimedwait);
+	MISSING(sigtimedwait, -1);
+	sig = ps_sigvirt_take_pending(set, info);
+	if (sig)
+		return sig;
+	return real_sigtimedwait(ps_sigvirt_mask_in(set, &copy), info, t);
+}
+
+PS_EXPORT int
+sigwait(const sigset_t *set, int *sig)
+{
+	sigset_t copy;
+	int s;
+
+	REAL(sigwait);
+	if (!real_sigwait)
+		return ENOSYS;
+	s = ps_sigvirt_take_pending(set, NULL);
+	if (s) {
+		*sig = s;
+		return 0;
 	}
-	return real(how, set, old);
+	return real_sigwait(ps_sigvirt_mask_in(set, &copy), sig);
+}
+
+PS_EXPORT int
+signalfd(int fd, const sigset_t *mask, int flags)
+{
+	sigset_t copy;
+
+	REAL(signalfd);
+	MISSING(signalfd, -1);
+	return real_signalfd(fd, ps_sigvirt_mask_in(mask, &copy), flags);
 }

@@ -2,7 +2,7 @@
  *
  * libunwind keeps its per-thread cache in dynamic TLS, and the first use of
  * dynamic TLS in a thread allocates: that must not happen inside the
- * SIGPROF handler.  Every new thread therefore runs one small capture
+ * signal handler.  Every new thread therefore runs one small capture
  * before its start routine (unwind.h), outside signal context.  Until a
  * thread is warmed, its samples hold only the interrupted instruction.
  *
@@ -21,13 +21,16 @@
 #include "common/guard.h"
 #include "common/ps.h"
 #include "shim/process.h"
+#include "shim/altstack.h"
 #include "shim/sampler.h"
+#include "shim/sigvirt.h"
 #include "shim/unwind.h"
 
 struct start {
 	void *(*fn)(void *);
 	void *arg;
 	int shim;   /* created by the shim itself (guard held): never sampled */
+	int blocked; /* the creator's wish to block the shim's signal */
 };
 
 /* Counts the program's threads for the uploader (worker.h): its
@@ -65,6 +68,8 @@ trampoline(void *p)
 	ps_guard_enter();
 	free(p);
 	if (!s.shim) {
+		ps_sigvirt_adopt_thread(s.blocked);
+		ps_altstack_thread_start();
 		ps_unwind_warm_thread();
 		ps_sampler_thread_start((void *)(uintptr_t)s.fn);
 		ps_process_host_thread(1);
@@ -98,6 +103,7 @@ pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), vo
 	s->fn = fn;
 	s->arg = arg;
 	s->shim = shim;
+	s->blocked = ps_sigvirt_thread_blocked();
 	rc = real(t, attr, trampoline, s);
 	if (rc)
 		free(s);

@@ -1,4 +1,5 @@
-/* sampler.c -- ITIMER_PROF and the SIGPROF handler.  See sampler.h. */
+/* sampler.c -- CPU-time timers and the handler of the shim's signal.
+ * See sampler.h. */
 #include "shim/sampler.h"
 
 #include <errno.h>
@@ -6,40 +7,32 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <string.h>
-#include <sys/time.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "shim/bench.h"
 #include "common/guard.h"
+#include "shim/sigvirt.h"
 #include "shim/unwind.h"
 
 /* Written by ps_sampler_start (constructor) and the fork child handler,
  * before or while no other thread runs; read by the handler. */
 static struct ps_stacktab *tab;
-static struct itimerval period;
+static struct itimerspec period;
 static uint64_t period_ns;        /* the same, in ns (set with period) */
 static int thread_mode;           /* PS_TIMER_THREAD */
+static int signo;                 /* the shim's signal (sigvirt.h) */
 static pthread_key_t thread_key;  /* its destructor deletes a thread's timer */
+static timer_t proc_timer;        /* process mode: the one timer */
 
 /* Thread mode: each thread's own timer and CPU-time baseline.  Owned by
  * the thread; the handler runs on the same thread. */
 static PS_TLS timer_t t_timer;
 static PS_TLS int t_has_timer;
-static PS_TLS int t_slot;         /* its index in `timers` + 1, or 0 */
 static PS_TLS uint64_t t_cpu_seen;
 static PS_TLS uintptr_t t_start;  /* start routine, for the last sample */
 
-/* Every live per-thread timer, so that stepping aside can stop them all
- * from any thread.  A slot is claimed by its thread (0 -> 1), filled, then
- * published (1 -> 2); stepping aside deletes published ones. */
-#define MAX_TIMERS 4096
-static struct {
-	_Atomic int state;
-	timer_t id;
-} timers[MAX_TIMERS];
-/* Set once when the program takes SIGPROF or ITIMER_PROF for itself. */
-static _Atomic int stepped_aside;
 /* 1 while our timer should be armed; changed by start/stop/exec hooks. */
 static _Atomic int armed;
 /* CPU time already attributed to samples; advanced by the handlers. */
@@ -115,7 +108,12 @@ handler(int sig, siginfo_t *si, void *uc)
 	uint64_t t0 = ps_bench_now();
 	int saved = errno, depth;
 
-	(void)sig;
+	if (!ps_sigvirt_is_sample(si)) {
+		/* The program's own use of the signal number. */
+		ps_sigvirt_forward(sig, si, uc);
+		errno = saved;
+		return;
+	}
 	if (!tab)
 		goto out;
 	vals[PS_V_CPU_SAMPLES] = 1;
@@ -132,81 +130,45 @@ out:
 	errno = saved;
 }
 
+/* A CPU-time timer delivering the shim's signal, marked as a sample by
+ * its value: to thread `tid` (thread mode) or to the process (tid 0). */
 static int
-in_use(void)
+new_timer(clockid_t clock, pid_t tid, timer_t *out)
 {
-	struct sigaction old;
-	struct itimerval it;
+	struct sigevent sev;
 
-	if (sigaction(SIGPROF, NULL, &old))
-		return -errno;
-	if ((old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL)
-		return -EBUSY;
-	if (getitimer(ITIMER_PROF, &it))
-		return -errno;
-	if (it.it_value.tv_sec || it.it_value.tv_usec)
-		return -EBUSY;
-	return 0;
-}
-
-static void
-register_timer(void)
-{
-	int i, expected;
-
-	for (i = 0; i < MAX_TIMERS; i++) {
-		expected = 0;
-		if (atomic_compare_exchange_strong(&timers[i].state, &expected, 1)) {
-			timers[i].id = t_timer;
-			atomic_store(&timers[i].state, 2);
-			t_slot = i + 1;
-			return;
-		}
-	}
-}
-
-static void
-unregister_timer(void)
-{
-	int expected = 2;
-
-	if (t_slot && atomic_compare_exchange_strong(&timers[t_slot - 1].state, &expected, 1)) {
-		timer_delete(t_timer);
-		atomic_store(&timers[t_slot - 1].state, 0);
-	}
-	t_slot = 0;
+	memset(&sev, 0, sizeof(sev));
+	sev.sigev_notify = tid ? SIGEV_THREAD_ID : SIGEV_SIGNAL;
+	sev.sigev_signo = signo;
+	sev.sigev_value.sival_ptr = PS_SIG_MAGIC;
+	sev._sigev_un._tid = tid;
+	return timer_create(clock, &sev, out) ? -errno : 0;
 }
 
 /* Thread mode: arm a CPU-time timer for the calling thread, delivering
- * SIGPROF to this very thread. */
+ * the shim's signal to this very thread. */
 static int
 thread_arm(void)
 {
-	struct itimerspec its;
-	struct sigevent sev;
+	int rc;
 
 	if (!t_has_timer) {
-		memset(&sev, 0, sizeof(sev));
-		sev.sigev_notify = SIGEV_THREAD_ID;
-		sev.sigev_signo = SIGPROF;
-		sev._sigev_un._tid = gettid();
-		if (timer_create(CLOCK_THREAD_CPUTIME_ID, &sev, &t_timer))
-			return -errno;
+		rc = new_timer(CLOCK_THREAD_CPUTIME_ID, gettid(), &t_timer);
+		if (rc)
+			return rc;
 		t_has_timer = 1;
-		register_timer();
 		/* The key's destructor deletes the timer when the thread ends,
 		 * by return or by pthread_exit. */
 		(void)pthread_setspecific(thread_key, (void *)1);
 	}
-	if (atomic_load(&stepped_aside))
-		return -EBUSY;
 	t_cpu_seen = thread_cpu_ns();
-	its.it_interval.tv_sec = period.it_interval.tv_sec;
-	its.it_interval.tv_nsec = period.it_interval.tv_usec * 1000L;
-	its.it_value = its.it_interval;
-	if (timer_settime(t_timer, 0, &its, NULL))
-		return -errno;
-	return 0;
+	return timer_settime(t_timer, 0, &period, NULL) ? -errno : 0;
+}
+
+static int
+arm(void)
+{
+	return thread_mode ? thread_arm() : timer_settime(proc_timer, 0, &period, NULL) ? -errno : 0;
 }
 
 /* Thread mode: the CPU a thread used since its last sample would be lost
@@ -221,7 +183,7 @@ last_sample(void)
 	uintptr_t ip = t_start;
 	uint64_t now;
 
-	if (!tab || !ip || !atomic_load(&armed) || atomic_load(&stepped_aside))
+	if (!tab || !ip || !atomic_load(&armed))
 		return;
 	now = thread_cpu_ns();
 	if (now <= t_cpu_seen)
@@ -237,10 +199,7 @@ thread_gone(void *unused)
 {
 	(void)unused;
 	if (t_has_timer) {
-		if (t_slot)
-			unregister_timer();
-		else
-			timer_delete(t_timer);
+		timer_delete(t_timer);
 		t_has_timer = 0;
 		last_sample();
 	}
@@ -255,32 +214,31 @@ ps_sampler_thread_start(void *start)
 }
 
 int
-ps_sampler_start(struct ps_stacktab *t, unsigned hz, int mode)
+ps_sampler_start(struct ps_stacktab *t, unsigned hz, int mode, int sig)
 {
-	struct sigaction sa;
-	long us;
+	long ns;
 	int rc;
 
-	rc = in_use();
-	if (rc)
-		return rc;
-	us = 1000000L / (long)(hz ? hz : 100);
-	period.it_interval.tv_sec = us / 1000000L;
-	period.it_interval.tv_usec = us % 1000000L;
+	ns = 1000000000L / (long)(hz ? hz : 100);
+	period.it_interval.tv_sec = ns / 1000000000L;
+	period.it_interval.tv_nsec = ns % 1000000000L;
 	period.it_value = period.it_interval;
-	period_ns = (uint64_t)us * 1000u;
+	period_ns = (uint64_t)ns;
 	thread_mode = mode == PS_TIMER_THREAD;
+	signo = sig;
 	if (thread_mode && pthread_key_create(&thread_key, thread_gone))
 		return -EAGAIN;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_sigaction = handler;
-	sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
-	sigemptyset(&sa.sa_mask);
+	if (!thread_mode) {
+		rc = new_timer(CLOCK_PROCESS_CPUTIME_ID, 0, &proc_timer);
+		if (rc)
+			return rc;
+	}
 	tab = t;
-	if (sigaction(SIGPROF, &sa, NULL))
-		return -errno;
+	rc = ps_sigvirt_start(sig, handler);
+	if (rc)
+		return rc;
 	atomic_store(&cpu_seen_ns, process_cpu_ns());
-	rc = thread_mode ? thread_arm() : (setitimer(ITIMER_PROF, &period, NULL) ? -errno : 0);
+	rc = arm();
 	if (rc)
 		return rc;
 	atomic_store(&armed, 1);
@@ -293,32 +251,32 @@ ps_sampler_start(struct ps_stacktab *t, unsigned hz, int mode)
 PS_SIGSAFE static void
 stop_timer(void)
 {
-	static const struct itimerval zero;
-	static const struct itimerspec zero_ts;
+	static const struct itimerspec zero;
 
 	if (!thread_mode)
-		setitimer(ITIMER_PROF, &zero, NULL);
+		timer_settime(proc_timer, 0, &zero, NULL);
 	else if (t_has_timer)
-		timer_settime(t_timer, 0, &zero_ts, NULL);
+		timer_settime(t_timer, 0, &zero, NULL);
 }
 
-/* Accept every SIGPROF pending for the calling thread or the process: one
- * our timer generated just before it stopped, or while the program blocked
- * SIGPROF.  Left pending, it would reach whatever handles SIGPROF next --
- * the default action (termination) after an exec or a reset to SIG_DFL,
- * or the program's own handler. */
+/* Accept every one of the shim's signals pending for the calling thread
+ * or the process: one our timer generated just before it stopped.  Left
+ * pending across exec, it would reach an image with no handler, whose
+ * default action for a real-time signal is to terminate.  (The system call
+ * itself: the C library's sigtimedwait is interposed and never hands the
+ * shim's signal to anyone.) */
 PS_SIGSAFE static void
 drain_pending(void)
 {
 	struct timespec now = { 0, 0 };
-	sigset_t prof, old;
+	sigset_t one, old;
 
-	sigemptyset(&prof);
-	sigaddset(&prof, SIGPROF);
-	if (pthread_sigmask(SIG_BLOCK, &prof, &old) == 0) {
-		while (sigtimedwait(&prof, NULL, &now) == SIGPROF)
+	sigemptyset(&one);
+	sigaddset(&one, signo);
+	if (ps_sigvirt_real_mask(SIG_BLOCK, &one, &old) == 0) {
+		while (syscall(SYS_rt_sigtimedwait, &one, NULL, &now, _NSIG / 8) == signo)
 			;
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		(void)ps_sigvirt_real_mask(SIG_SETMASK, &old, NULL);
 	}
 }
 
@@ -340,11 +298,9 @@ ps_sampler_rearm(int was_armed)
 {
 	int rc;
 
-	if (!was_armed || !tab || atomic_load(&stepped_aside))
+	if (!was_armed || !tab)
 		return;
-	ps_guard_enter();  /* our own setitimer is not the program's */
-	rc = thread_mode ? thread_arm() : (setitimer(ITIMER_PROF, &period, NULL) ? -errno : 0);
-	ps_guard_leave();
+	rc = arm();
 	if (rc == 0)
 		atomic_store(&armed, 1);
 }
@@ -352,15 +308,12 @@ ps_sampler_rearm(int was_armed)
 void
 ps_sampler_child(void)
 {
-	int i;
-
-	if (!tab || atomic_load(&stepped_aside))
+	if (!tab)
 		return;
-	/* Timers are not inherited: the child's only thread gets a new one. */
-	for (i = 0; i < MAX_TIMERS; i++)
-		atomic_store(&timers[i].state, 0);
+	/* Timers are not inherited: the child's only thread gets new ones. */
 	t_has_timer = 0;
-	t_slot = 0;
+	if (!thread_mode && new_timer(CLOCK_PROCESS_CPUTIME_ID, 0, &proc_timer))
+		return;
 	atomic_store(&cpu_seen_ns, process_cpu_ns());
 	atomic_store(&armed, 0);
 	ps_sampler_rearm(1);
@@ -370,54 +323,4 @@ void
 ps_sampler_stop(void)
 {
 	(void)ps_sampler_disarm();
-}
-
-int
-ps_sampler_step_aside(void)
-{
-	static const struct itimerval zero;
-	int i, expected;
-
-	if (!tab || atomic_exchange(&stepped_aside, 1))
-		return 0;
-	atomic_store(&armed, 0);
-	if (!thread_mode) {
-		setitimer(ITIMER_PROF, &zero, NULL);
-		drain_pending();
-		return 1;
-	}
-	for (i = 0; i < MAX_TIMERS; i++) {
-		expected = 2;
-		if (atomic_compare_exchange_strong(&timers[i].state, &expected, 1)) {
-			timer_delete(timers[i].id);
-			atomic_store(&timers[i].state, 3);  /* deleted: never again */
-		}
-	}
-	/* Recent kernels discard a deleted timer's pending signal; older ones
-	 * (6.1) deliver it.  This thread's, at least, is taken back here. */
-	drain_pending();
-	return 1;
-}
-
-int
-ps_sampler_restore_default(void)
-{
-	struct sigaction cur, dfl;
-	int rc = 0;
-
-	ps_guard_enter();  /* our own sigaction calls pass straight through */
-	if (sigaction(SIGPROF, NULL, &cur) == 0 && ps_sampler_owns_handler(&cur)) {
-		memset(&dfl, 0, sizeof(dfl));
-		dfl.sa_handler = SIG_DFL;
-		sigemptyset(&dfl.sa_mask);
-		rc = sigaction(SIGPROF, &dfl, NULL) ? -errno : 0;
-	}
-	ps_guard_leave();
-	return rc;
-}
-
-int
-ps_sampler_owns_handler(const struct sigaction *sa)
-{
-	return (sa->sa_flags & SA_SIGINFO) && sa->sa_sigaction == handler;
 }

@@ -1,6 +1,6 @@
 /* stacktab.h -- the table of distinct stacks and their counters.
  *
- * Written from the SIGPROF handler and the allocation hooks of every host
+ * Written from the signal handler and the allocation hooks of every host
  * thread; read by the uploader thread.  Lock-free: a writer claims an empty
  * slot with a compare-and-swap, fills it, then publishes it; counters are
  * atomic adds.  Memory is mapped once at start-up with a fixed budget
@@ -69,7 +69,7 @@ int ps_stacktab_reset(struct ps_stacktab *t) PS_WUR;
 
 /* Add `vals` (PS_NVALUES entries, zeros allowed) to the counters of the
  * stack ips[0..depth).  Returns the slot index used (possibly PS_SLOT_FULL).
- * Context: any thread, SIGPROF handler included; async-signal-safe. */
+ * Context: any thread, signal handler included; async-signal-safe. */
 uint32_t ps_stacktab_add(struct ps_stacktab *t, const uintptr_t *ips, int depth,
 			 int truncated, const uint64_t *vals);
 

@@ -1,4 +1,4 @@
-/* unwind.h -- stack capture, safe inside SIGPROF.
+/* unwind.h -- stack capture, safe inside the signal handler.
  *
  * Two unwinders.  The fast one (shim/ehframe.c) reads .eh_frame itself,
  * with a per-thread cache of rows, no lock and no system call; it walks
@@ -46,7 +46,7 @@ void ps_unwind_warm_thread(void);
 /* Capture the interrupted stack into ips[0..max), leaf first.  ips[0] is the
  * exact interrupted instruction; the others are return addresses minus one,
  * so that they fall inside the call instruction.  Returns the depth (>= 1).
- * Context: SIGPROF handler; async-signal-safe. */
+ * Context: signal handler; async-signal-safe. */
 int ps_unwind_signal(void *ucontext, uintptr_t *ips, int max);
 
 /* Capture the caller's own stack, as ps_unwind_signal.  Frames of the shim

@@ -4,7 +4,7 @@ the loopback peer (test/peer/pyroscope_peer.py, over HTTPS too), strace.
 What is proven, by class:
 - SecureExecution: a setgid program (AT_SECURE) that the loader DID
   preload the shim into (its /proc/self/maps says so) is left alone: no
-  SIGPROF handler, no timer, no thread, no file, no output, no variable
+  signal handler, no timer, no thread, no file, no output, no variable
   changed.  The same copy without the setgid bit, same library, same
   variables, is profiled -- so every detector is shown to work.
 - Secrets: passwords, tokens, header values and URL user-info reach the
@@ -225,7 +225,9 @@ class SecureExecution(ShimTest):
         self.assertEqual(p.r.rc, 0, p.r.err)
         self.assertEqual(p.state["at_secure"], "0")
         self.assertIn(mapped, p.maps)
-        self.assertEqual(p.state["sigprof_caught"], "1", "control: no SIGPROF handler seen")
+        # The shim's signal is a real-time one; SIGPROF stays the program's.
+        self.assertEqual(p.state["rt_caught"], "1", "control: no handler of the shim's seen")
+        self.assertEqual(p.state["sigprof_caught"], "0", "control: the shim took SIGPROF")
         self.assertGreaterEqual(int(p.state["posix_timers"]), 1, "control: no timer seen")
         self.assertEqual(p.env["PYROSCOPE_OUTPUT_DIR"], os.path.join(work, "out"))
         self.assertRegex(p.env.get("TRACEPARENT", ""), r"^00-[0-9a-f]{32}-[0-9a-f]{16}-0[0-3]$")
@@ -247,6 +249,7 @@ class SecureExecution(ShimTest):
         self.assertIn(mapped, p.maps, "the loader did not preload the set-user-ID copy")
         self.assertEqual((p.r.rc, p.r.err), (0, b""))
         self.assertEqual(p.state["sigprof_caught"], "0", "a SIGPROF handler is installed")
+        self.assertEqual(p.state["rt_caught"], "0", "a real-time signal handler is installed")
         self.assertEqual(p.state["itimer_prof"], "0 0", "ITIMER_PROF is armed")
         self.assertEqual(p.state["posix_timers"], "0", "a POSIX timer exists")
         self.assertEqual(p.state["threads"], "2", "a thread other than the program's two")

@@ -1,7 +1,8 @@
 /* own_sigprof: a program with its own CPU profiler.  It installs a SIGPROF
  * handler and arms ITIMER_PROF at 10 Hz on a busy second thread, and
- * counts what it receives.  The shim must step aside: the program gets
- * its ~10 signals per CPU-second, not the shim's 100 or 1000.
+ * counts what it receives.  SIGPROF is the program's alone: it gets its
+ * ~10 signals per CPU-second, not the shim's 100 or 1000, and the shim
+ * profiles it with its own signal.
  * usage: own_sigprof MILLISECONDS   (prints the count) */
 #include <pthread.h>
 #include <signal.h>

@@ -14,6 +14,8 @@
  *   itimer_prof S U     ITIMER_PROF as armed (0 0 when unarmed)
  *   sigprof_caught N    1 if a SIGPROF handler is installed (SigCgt in
  *                       /proc/self/status, which no interposer can hide)
+ *   rt_caught N         1 if a handler is installed for any real-time
+ *                       signal above glibc's own (35-64; the shim's is one)
  *   posix_timers N      timers listed in /proc/self/timers
  *   threads N           Threads in /proc/self/status (2 = ours only)
  *   map PATH            every file mapped (/proc/self/maps), once each
@@ -109,6 +111,7 @@ report(void)
 	v = status_field("SigCgt", line, sizeof(line));
 	printf("sigprof_caught %d\n",
 	       v ? (int)((strtoull(v, NULL, 16) >> (SIGPROF - 1)) & 1) : -1);
+	printf("rt_caught %d\n", v ? (strtoull(v, NULL, 16) >> 34) != 0 : -1);
 	f = fopen("/proc/self/timers", "r");
 	while (f && fgets(line, sizeof(line), f))
 		timers += !strncmp(line, "ID:", 3);

@@ -1,0 +1,111 @@
+/* altstack.c -- the shim's alternate signal stacks.  See altstack.h. */
+#include "shim/altstack.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+/* The calling thread's stack from this module, or NULL.  Owned by the
+ * thread. */
+static PS_TLS char *t_stack;
+static pthread_key_t key;
+static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+static int key_ok;
+/* The largest use seen on a stack that was freed; any thread. */
+static _Atomic size_t max_used;
+
+/* Bytes written on a stack: mmap gives zeroes, and a stack grows down
+ * from its top, so the untouched part is the run of zeroes at the bottom.
+ * (A handler that writes zeroes at its deepest point makes this an
+ * underestimate by those bytes.) */
+static size_t
+used(const char *base)
+{
+	size_t i = 0;
+
+	while (i < PS_ALTSTACK_SIZE && base[i] == 0)
+		i++;
+	return PS_ALTSTACK_SIZE - i;
+}
+
+static void
+note_used(const char *base)
+{
+	size_t u = used(base), m = atomic_load(&max_used);
+
+	while (u > m && !atomic_compare_exchange_weak(&max_used, &m, u))
+		;
+}
+
+static void
+release(void *unused)
+{
+	stack_t off = { .ss_flags = SS_DISABLE }, cur;
+	char *guard;
+
+	(void)unused;
+	if (!t_stack)
+		return;
+	/* Only if it is still ours: the program may have put its own. */
+	if (sigaltstack(NULL, &cur) || cur.ss_sp != t_stack || (cur.ss_flags & SS_ONSTACK))
+		return;
+	if (sigaltstack(&off, NULL))
+		return;
+	note_used(t_stack);
+	guard = t_stack - sysconf(_SC_PAGESIZE);
+	(void)munmap(guard, PS_ALTSTACK_SIZE + (size_t)sysconf(_SC_PAGESIZE));
+	t_stack = NULL;
+}
+
+static void
+key_init(void)
+{
+	key_ok = pthread_key_create(&key, release) == 0;
+}
+
+void
+ps_altstack_thread_start(void)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	stack_t cur, ss;
+	char *m;
+
+	if (t_stack || sigaltstack(NULL, &cur))
+		return;
+	if (!(cur.ss_flags & SS_DISABLE) && cur.ss_size >= PS_ALTSTACK_SIZE)
+		return;
+	if (cur.ss_flags & SS_ONSTACK)
+		return;
+	(void)pthread_once(&key_once, key_init);
+	m = mmap(NULL, PS_ALTSTACK_SIZE + page, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (m == MAP_FAILED)
+		return;
+	if (mprotect(m, page, PROT_NONE)) {
+		(void)munmap(m, PS_ALTSTACK_SIZE + page);
+		return;
+	}
+	ss.ss_sp = m + page;
+	ss.ss_size = PS_ALTSTACK_SIZE;
+	ss.ss_flags = 0;
+	if (sigaltstack(&ss, NULL)) {
+		(void)munmap(m, PS_ALTSTACK_SIZE + page);
+		return;
+	}
+	t_stack = m + page;
+	if (key_ok)
+		(void)pthread_setspecific(key, (void *)1);
+}
+
+size_t
+ps_altstack_max_used(void)
+{
+	size_t m = atomic_load(&max_used);
+
+	if (t_stack && used(t_stack) > m)
+		m = used(t_stack);
+	return m;
+}
