@@ -56,6 +56,7 @@ CORE_OBJ = $(filter-out build/shim/hook_%.o build/init/init.o,$(LIB_OBJ))
 TESTS    = $(patsubst test/%.c,build/test/%,$(wildcard test/check_*.c))
 PROGS    = $(patsubst test/prog/%.c,build/prog/%,$(wildcard test/prog/*.c)) \
            $(patsubst test/prog/%.cc,build/prog/%,$(wildcard test/prog/*.cc))
+PROGS   += build/prog/gogen
 EXAMPLES = $(patsubst examples/%.c,examples/%,$(wildcard examples/*.c))
 
 SO = shim/libpyroshim.so
@@ -105,6 +106,15 @@ build/prog/%: test/prog/%.c
 build/prog/%: test/prog/%.cc
 	@mkdir -p build/prog
 	$(CXX) -std=c++17 -O1 -g -fno-inline -pthread $(WARN) $< -o $@ -ldl
+
+# The Go workload of the signal tests (test_go.py), when Go is installed:
+# its caches stay inside build/, so a fresh clone builds as any user.
+GO_ENV = GOCACHE=$(CURDIR)/build/go/cache GOPATH=$(CURDIR)/build/go/path \
+	 GOTOOLCHAIN=local GOFLAGS=-buildvcs=false GO111MODULE=on
+build/prog/gogen: test/prog/gogen/main.go test/prog/gogen/go.mod
+	@mkdir -p build/prog
+	if command -v go >/dev/null; then \
+		cd test/prog/gogen && $(GO_ENV) go build -o $(CURDIR)/$@ . ; fi
 
 examples/generator: examples/generator.c
 	$(CC) -D_GNU_SOURCE -std=c11 -O2 -g $(WARN) $< -o $@ -lm

@@ -273,6 +273,32 @@ START_TEST(parsers_accept_documented_forms)
 }
 END_TEST
 
+START_TEST(cpu_signal_accepts_rt_numbers_and_refuses_glibcs)
+{
+	int sig = 0;
+
+	ck_assert_int_eq(ps_parse_signal("61", &sig), 0);
+	ck_assert_int_eq(sig, 61);
+	ck_assert_int_eq(ps_parse_signal("SIGRTMIN+5", &sig), 0);
+	ck_assert_int_eq(sig, 39);
+	ck_assert_int_eq(ps_parse_signal("rtmax-3", &sig), 0);
+	ck_assert_int_eq(sig, 61);
+	ck_assert_int_eq(ps_parse_signal("SIGRTMAX", &sig), 0);
+	ck_assert_int_eq(sig, 64);
+	sig = 0;
+	/* glibc's own (32-34), below the range, past it, and junk. */
+	ck_assert_int_eq(ps_parse_signal("34", &sig), -EINVAL);
+	ck_assert_int_eq(ps_parse_signal("SIGRTMIN", &sig), -EINVAL);
+	ck_assert_int_eq(ps_parse_signal("SIGRTMIN+0", &sig), -EINVAL);
+	ck_assert_int_eq(ps_parse_signal("27", &sig), -EINVAL);
+	ck_assert_int_eq(ps_parse_signal("65", &sig), -EINVAL);
+	ck_assert_int_eq(ps_parse_signal("SIGRTMAX+1", &sig), -EINVAL);
+	ck_assert_int_eq(ps_parse_signal("SIGRTMIN-1", &sig), -EINVAL);
+	ck_assert_int_eq(ps_parse_signal("SIGPROF", &sig), -EINVAL);
+	ck_assert_int_eq(sig, 0);
+}
+END_TEST
+
 START_TEST(log_is_silent_below_its_level)
 {
 	int p[2];
@@ -314,6 +340,7 @@ main(void)
 	tcase_add_test(tc, config_empty_value_means_unset);
 	tcase_add_test(tc, config_app_name_falls_back_to_otel_then_executable);
 	tcase_add_test(tc, parsers_accept_documented_forms);
+	tcase_add_test(tc, cpu_signal_accepts_rt_numbers_and_refuses_glibcs);
 	tcase_add_test(tc, log_is_silent_below_its_level);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);

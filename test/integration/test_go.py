@@ -1,0 +1,82 @@
+"""A dynamically linked Go program under the shim (issue 13): the Go
+runtime installs handlers for every signal, SIGPROF and the real-time ones
+included, masks signals with raw system calls, runs handlers on its own
+signal stacks, and ends with a raw exit_group.  Its output must not change,
+its CPU profile must name its Go functions with whole stacks and add up to
+its CPU time, and Go's own runtime/pprof must keep working beside the
+shim.  Profiles are read with `go tool pprof`."""
+import glob
+import os
+import time
+import unittest
+
+from common import PROG, ShimTest, clean_env, have_go, pprof_raw, run
+
+GOGEN = os.path.join(PROG, "gogen")
+EVENTS = "150000"  # ~2-3 CPU-s over two goroutines on this machine
+
+
+def samples_of(path):
+    types, samples = pprof_raw(path)
+    return types, samples
+
+
+@unittest.skipUnless(have_go() and os.path.exists(GOGEN), "Go is not installed (golang-go)")
+class GoProgram(ShimTest):
+    def profile(self, app="gogen", within=3.0):
+        """The shim's CPU profile: a Go program ends by a raw exit_group,
+        so its last pass is written by the uploader process just after."""
+        deadline = time.monotonic() + within
+        while True:
+            files = glob.glob(os.path.join(self.out, "%s.*.cpu.pb.gz" % app))
+            if files or time.monotonic() > deadline:
+                return files
+            time.sleep(0.1)
+
+    def test_output_unchanged_and_profile_names_go_code_with_whole_stacks(self):
+        base = run([GOGEN, EVENTS], clean_env(preload=False))
+        r = run([GOGEN, EVENTS], clean_env({"PYROSCOPE_OUTPUT_DIR": self.out}))
+        self.assertEqual((r.rc, r.out, r.err), (base.rc, base.out, b""))
+        files = self.profile()
+        self.assertEqual(len(files), 1, self.files())
+        types, samples = samples_of(files[0])
+        cpu = types.index("cpu")
+        total = sum(v[cpu] for v, _ in samples) / 1e9
+        # ~250 samples at 100 Hz: 15 % is several standard deviations.
+        self.assertAlmostEqual(total, r.cpu, delta=0.15 * r.cpu)
+        names = {f for _, frames in samples for f in frames}
+        for want in ("main.work", "main.roundTrip", "encoding/json.Marshal",
+                     "encoding/json.Unmarshal", "runtime.mallocgc"):
+            self.assertIn(want, names)
+        # Whole stacks: the goroutines' samples reach runtime.goexit
+        # through main.work.
+        in_work = [(v[cpu], frames) for v, frames in samples if "main.work" in frames]
+        whole = sum(w for w, frames in in_work if frames[-1].startswith("runtime.goexit"))
+        self.assertGreater(sum(w for w, _ in in_work), 0.6 * total * 1e9)
+        self.assertGreater(whole, 0.95 * sum(w for w, _ in in_work))
+
+    def test_gos_own_profiler_keeps_its_samples_and_the_shim_profiles_too(self):
+        # runtime/pprof at its 100 Hz, with and without the shim: the same
+        # number of samples per CPU-second (its SIGPROF is its own), within
+        # 15 % (hundreds of samples each); and the shim's profile covers
+        # the run too.
+        rates = []
+        for preload in (False, True):
+            gp = os.path.join(self.tmp, "go-%d.prof" % preload)
+            env = clean_env({"PYROSCOPE_OUTPUT_DIR": self.out}, preload=preload)
+            r = run([GOGEN, EVENTS, gp], env)
+            self.assertEqual((r.rc, r.err), (0, b""))
+            types, samples = samples_of(gp)
+            n = sum(v[types.index("samples")] for v, _ in samples)
+            rates.append((n / r.cpu, r))
+        self.assertAlmostEqual(rates[1][0], rates[0][0], delta=0.15 * rates[0][0])
+        files = self.profile()
+        self.assertEqual(len(files), 1, self.files())
+        types, samples = samples_of(files[0])
+        total = sum(v[types.index("cpu")] for v, _ in samples) / 1e9
+        cpu = rates[1][1].cpu
+        self.assertAlmostEqual(total, cpu, delta=0.15 * cpu)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,3 @@
+module gogen
+
+go 1.19
