@@ -11,6 +11,7 @@
  * the shim exists, and by the fork child handler; read by every thread. */
 static int log_level = PS_LOG_ERROR;
 static int log_fd = -1;
+static int log_pid;   /* the pid lines name; 0 = getpid() */
 
 static const char *const level_names[] = { "error", "warn", "info", "debug" };
 
@@ -25,6 +26,18 @@ int
 ps_log_level(void)
 {
 	return log_level;
+}
+
+int
+ps_log_fd(void)
+{
+	return log_fd;
+}
+
+void
+ps_log_set_pid(int pid)
+{
+	log_pid = pid;
 }
 
 static void
@@ -59,7 +72,7 @@ ps_log(int level, const char *fmt, ...)
 
 	if (level > log_level || level < 0)
 		return;
-	snprintf(prefix, sizeof(prefix), "pyroshim[%d]: %s: ", (int)getpid(),
+	snprintf(prefix, sizeof(prefix), "pyroshim[%d]: %s: ", log_pid ? log_pid : (int)getpid(),
 		 level_names[level]);
 	va_start(ap, fmt);
 	emit(prefix, fmt, ap);

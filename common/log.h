@@ -28,6 +28,13 @@ enum ps_log_level {
 void ps_log_setup(int level, int fd);
 /* The level in force, so callers can skip building expensive messages. */
 int ps_log_level(void);
+
+/* The log file's descriptor, or -1 for stderr. */
+int ps_log_fd(void);
+
+/* Name `pid` in every line instead of the caller's own (the uploader's
+ * helper process logs for the program).  Context: one thread. */
+void ps_log_set_pid(int pid);
 /* One line "pyroshim[pid]: <level>: <message>" if level <= the configured
  * level. */
 void ps_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

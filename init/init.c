@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -44,13 +45,17 @@ void ps_hook_malloc_resolve(void);
  * thread; read-only otherwise. */
 static struct {
 	struct ps_config cfg;
-	struct ps_stacktab st;
-	struct ps_livetab lt;
 	struct ps_export x;
 	struct ps_span span; /* the run's root span, if correlation is on */
-	int argc;            /* recorded by hook_exit.c before the constructor */
-	const char *const *argv;
 } g;
+
+/* The sample tables' own structs, in shared memory beside their contents
+ * (stacktab.h): the uploader's helper process reads them.  Mapped by the
+ * constructor, replaced at the same address in a fork child. */
+static struct tables {
+	struct ps_stacktab st;
+	struct ps_livetab lt;
+} *tabs;
 
 static const char *
 env(const char *name)
@@ -214,21 +219,6 @@ start_trace(const struct ps_config *c)
 	return sp;
 }
 
-static void
-set_exit(int status)
-{
-	g.x.exit_code = status;
-}
-
-static void
-set_args(int argc, const char *const *argv)
-{
-	g.argc = argc;
-	g.argv = argv;
-	g.x.argc = argc;
-	g.x.argv = argv;
-}
-
 PS_SIGSAFE static void
 exit_now(void)
 {
@@ -246,17 +236,33 @@ before_exec(void)
 
 /* What the host side's events do (shim/process.h). */
 static const struct ps_process_ops ops = {
-	.wake = ps_worker_poke,
 	.host_thread = ps_worker_host_thread,
 	.before_exec = before_exec,
+	.exec_failed = ps_worker_exec_failed,
 	.exit_now = exit_now,
-	.set_exit = set_exit,
-	.set_args = set_args,
+	.set_exit = ps_worker_set_exit,
+	.set_args = ps_worker_set_args,
 };
 
 /* 1 once the constructor started profiling in this image.  Written by the
  * constructor only. */
 static int active;
+
+/* Fork child: the tables' structs get a shared page of their own, at the
+ * same address (everything holds pointers to them), with the same
+ * contents until the tables are reset. */
+static int
+tables_child(void)
+{
+	struct tables copy = *tabs;
+	void *m = mmap(tabs, sizeof(*tabs), PROT_READ | PROT_WRITE,
+		       MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+
+	if (m == MAP_FAILED)
+		return -ENOMEM;
+	*tabs = copy;
+	return 0;
+}
 
 static void
 on_fork_child(void)
@@ -265,7 +271,8 @@ on_fork_child(void)
 	if (!active)
 		return;
 	ps_process_setup(&ops, (int)getpid());
-	if (ps_stacktab_reset(&g.st) || (g.x.alloc_on && ps_livetab_reset(&g.lt))) {
+	if (tables_child() || ps_stacktab_reset(&tabs->st) ||
+	    (g.x.alloc_on && ps_livetab_reset(&tabs->lt))) {
 		ps_alloc_off();
 		(void)ps_sampler_disarm();
 		return;
@@ -280,18 +287,24 @@ on_fork_child(void)
 static int
 start_tables(struct ps_config *c)
 {
-	int rc = ps_stacktab_init(&g.st, c->stack_memory);
+	void *m = mmap(NULL, sizeof(*tabs), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+		       -1, 0);
+	int rc;
 
+	if (m == MAP_FAILED)
+		return -ENOMEM;
+	tabs = m;
+	rc = ps_stacktab_init(&tabs->st, c->stack_memory);
 	if (rc)
 		return rc;
 	rc = ps_unwind_init();
 	if (rc)
 		ps_warn("libunwind.so.8 could not be loaded: stacks are cut to their leaf");
 	if (c->alloc_enabled) {
-		rc = ps_livetab_init(&g.lt);
+		rc = ps_livetab_init(&tabs->lt);
 		if (rc)
 			return rc;
-		ps_alloc_start(&g.st, &g.lt, c->alloc_sample_bytes);
+		ps_alloc_start(&tabs->st, &tabs->lt, c->alloc_sample_bytes);
 	}
 	return 0;
 }
@@ -303,25 +316,23 @@ start_export(struct ps_config *c)
 
 	memset(x, 0, sizeof(*x));
 	x->cfg = c;
-	x->st = &g.st;
-	x->lt = c->alloc_enabled ? &g.lt : NULL;
+	x->st = &tabs->st;
+	x->lt = c->alloc_enabled ? &tabs->lt : NULL;
 	x->cpu_on = c->cpu_enabled;
 	x->alloc_on = c->alloc_enabled;
 	x->pid = getpid();
 	snprintf(x->app, sizeof(x->app), "%s", c->app_name);
 	shim_range(&x->skip_lo, &x->skip_hi);
-	x->argc = g.argc;
-	x->argv = g.argv;
 	ps_export_setup(x);
 	ps_export_set_span(x, start_trace(c));
 	(void)ps_remote_setup(&x->remote, c, x->span, x->start_ns);
 	/* A server that cannot be used falls back to local files. */
 	output_dir(c, x->remote.on, x->dir, sizeof(x->dir));
+	ps_export_check_dir(x);
 	if (x->nlabels)
 		ps_info("trace_id %s, root span_id %s", x->trace_hex, x->span_hex);
-	/* Lazily only when allocation sampling will poke it. */
-	if (ps_worker_start(x, c->upload_interval_ns, c->alloc_enabled))
-		ps_warn("uploader thread not started: profiles are written at exit only");
+	if (ps_worker_start(x, c->upload_interval_ns, c->flush_timeout_ns))
+		ps_warn("uploader not started: profiles are written at exit only");
 }
 
 static void
@@ -349,7 +360,7 @@ start(void)
 	ps_process_setup(&ops, (int)getpid());
 	if (c->cpu_enabled) {
 		ps_altstack_thread_start();
-		rc = ps_sampler_start(&g.st, c->sample_rate, c->cpu_timer, c->cpu_signal);
+		rc = ps_sampler_start(&tabs->st, c->sample_rate, c->cpu_timer, c->cpu_signal);
 		if (rc)
 			ps_warn("CPU profiling not started: %s", strerror(-rc));
 		if (rc)

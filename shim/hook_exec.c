@@ -47,6 +47,8 @@ after(int was_armed)
 	int saved = errno;
 
 	ps_sigvirt_exec_failed();
+	if (was_armed >= 0)
+		ps_process_exec_failed();
 	if (was_armed > 0)
 		ps_sampler_rearm(was_armed);
 	errno = saved;

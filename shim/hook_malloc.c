@@ -132,7 +132,6 @@ slow(void *p, size_t n)
 		return;
 	ps_guard_enter();
 	t_left = ps_alloc_slow(p, n);
-	ps_process_wake(0);  /* the uploader thread starts here, when due */
 	ps_guard_leave();
 }
 

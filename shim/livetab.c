@@ -16,7 +16,7 @@ ps_livetab_init(struct ps_livetab *t)
 
 	memset(t, 0, sizeof(*t));
 	t->map_len = slots + PS_LIVE_FILTER;
-	p = mmap(NULL, t->map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	p = mmap(NULL, t->map_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
 		return -ENOMEM;
 	t->slots = p;
@@ -28,7 +28,7 @@ int
 ps_livetab_reset(struct ps_livetab *t)
 {
 	void *p = mmap(t->slots, t->map_len, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+		       MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
 
 	if (p == MAP_FAILED)
 		return -ENOMEM;

@@ -27,13 +27,6 @@ ps_process_is_self(void)
 }
 
 void
-ps_process_wake(int now)
-{
-	if (ops && ops->wake)
-		ops->wake(now);
-}
-
-void
 ps_process_host_thread(int delta)
 {
 	if (ops && ops->host_thread)
@@ -45,6 +38,13 @@ ps_process_before_exec(void)
 {
 	if (ops && ops->before_exec)
 		ops->before_exec();
+}
+
+void
+ps_process_exec_failed(void)
+{
+	if (ops && ops->exec_failed)
+		ops->exec_failed();
 }
 
 PS_SIGSAFE void

@@ -17,15 +17,13 @@
 /* What the composition layer does for each event.  Every member may be
  * NULL.  The table must outlive the process (a static const). */
 struct ps_process_ops {
-	/* The program did something that may make the uploader due: `now` 1
-	 * when it is becoming multi-threaded anyway (pthread_create), 0 on an
-	 * allocation slow path.  Context: host thread, guard held. */
-	void (*wake)(int now);
 	/* A thread of the program starts (+1) or ends (-1).
 	 * Context: host thread, outside signal context. */
 	void (*host_thread)(int delta);
-	/* An exec is about to replace this image.  Context: host thread. */
+	/* An exec is about to replace this image; or it failed.
+	 * Context: host thread. */
 	void (*before_exec)(void);
+	void (*exec_failed)(void);
 	/* _exit/_Exit: the last pass, bounded by the flush timeout.
 	 * Context: any thread; must be async-signal-safe. */
 	void (*exit_now)(void);
@@ -46,9 +44,9 @@ void ps_process_setup(const struct ps_process_ops *ops, int pid);
 int ps_process_is_self(void) PS_SIGSAFE;
 
 /* The events; each forwards to its op when the shim is active here. */
-void ps_process_wake(int now);
 void ps_process_host_thread(int delta);
 void ps_process_before_exec(void);
+void ps_process_exec_failed(void);
 void ps_process_exit_now(void) PS_SIGSAFE;
 void ps_process_set_exit(int status) PS_SIGSAFE;
 void ps_process_set_args(int argc, const char *const *argv);

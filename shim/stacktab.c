@@ -34,7 +34,7 @@ ps_stacktab_init(struct ps_stacktab *t, uint64_t budget)
 	slots_len = (slots_len + 4095) & ~(size_t)4095;
 	t->npool = (uint32_t)((budget - slots_len) / sizeof(uintptr_t));
 	t->map_len = slots_len + (size_t)t->npool * sizeof(uintptr_t);
-	p = mmap(NULL, t->map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	p = mmap(NULL, t->map_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (p == MAP_FAILED)
 		return -ENOMEM;
 	t->slots = p;
@@ -46,7 +46,7 @@ int
 ps_stacktab_reset(struct ps_stacktab *t)
 {
 	void *p = mmap(t->slots, t->map_len, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+		       MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
 
 	if (p == MAP_FAILED)
 		return -ENOMEM;

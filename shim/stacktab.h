@@ -8,6 +8,11 @@
  * added to the PS_SLOT_FULL slot, so totals stay right and the loss is
  * visible in the profile and counted in `dropped`.
  *
+ * The memory is shared (MAP_SHARED): the uploader reads it from a helper
+ * process forked after it was mapped, which still holds it once the
+ * program is gone.  The struct itself must be in shared memory too (the
+ * caller's choice: init.c maps it).
+ *
  * Counters are cumulative for the whole run; the uploader computes deltas.
  * Stacks are raw instruction pointers, leaf first (see unwind.h).
  */

@@ -96,6 +96,26 @@ choose_seq(struct ps_export *x)
 	x->seq = seq;
 }
 
+/* The configured (or default) directory cannot be used: a configuration
+ * mistake, said once per process.  A failed write is not, and stays at
+ * warn. */
+static void
+refuse_dir(struct ps_export *x, int rc)
+{
+	ps_log_config("PYROSCOPE_OUTPUT_DIR=%s: %s; local profiles are not written", x->dir,
+		      strerror(-rc));
+	x->dirfd = -2;
+}
+
+void
+ps_export_check_dir(struct ps_export *x)
+{
+	int rc;
+
+	if (x->dir[0] && x->dirfd == -1 && (rc = ps_files_check_dir(x->dir)) != 0)
+		refuse_dir(x, rc);
+}
+
 static int
 write_file(struct ps_export *x, const char *kind, const struct ps_buf *b)
 {
@@ -105,13 +125,8 @@ write_file(struct ps_export *x, const char *kind, const struct ps_buf *b)
 	if (x->dirfd == -1) {
 		x->dirfd = ps_files_open_dir(x->dir);
 		if (x->dirfd < 0) {
-			/* The configured (or default) directory cannot be used:
-			 * a configuration mistake, said once per process.  A
-			 * failed write below is not, and stays at warn. */
-			ps_log_config("PYROSCOPE_OUTPUT_DIR=%s: %s; local profiles are not written",
-				      x->dir, strerror(-x->dirfd));
 			rc = x->dirfd;
-			x->dirfd = -2;
+			refuse_dir(x, rc);
 			return rc;
 		}
 	}

@@ -68,6 +68,11 @@ void ps_export_setup(struct ps_export *x);
  * ps_export_setup and before the first pass. */
 void ps_export_set_span(struct ps_export *x, struct ps_span *sp);
 
+/* Check the output directory now, from the program's side, so that a
+ * refusal is said on the program's stderr (the helper process has none).
+ * Context: constructor, fork child. */
+void ps_export_check_dir(struct ps_export *x);
+
 /* Run one pass.  `final` is set for the pass at exit or exec.
  * Returns 0 or a negative errno of the first failure (already logged). */
 int ps_export_run(struct ps_export *x, int final);

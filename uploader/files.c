@@ -53,6 +53,38 @@ ps_files_open_dir(const char *path)
 	return fd;
 }
 
+int
+ps_files_check_dir(const char *path)
+{
+	char tmp[PATH_MAX];
+	struct stat st;
+	size_t n = strlen(path);
+	char *slash;
+
+	if (n == 0 || n >= sizeof(tmp))
+		return -ENAMETOOLONG;
+	if (lstat(path, &st) == 0) {
+		if (!S_ISDIR(st.st_mode))
+			return -ENOTDIR;
+		return st.st_uid != geteuid() ? -EPERM : 0;
+	}
+	if (errno != ENOENT)
+		return -errno;
+	/* To be made: the nearest existing ancestor must take it. */
+	memcpy(tmp, path, n + 1);
+	while ((slash = strrchr(tmp, '/')) != NULL) {
+		*slash = '\0';
+		if (stat(tmp[0] ? tmp : "/", &st) == 0) {
+			if (!S_ISDIR(st.st_mode))
+				return -ENOTDIR;
+			return access(tmp[0] ? tmp : "/", W_OK | X_OK) ? -errno : 0;
+		}
+		if (errno != ENOENT)
+			return -errno;
+	}
+	return access(".", W_OK | X_OK) ? -errno : 0;
+}
+
 static int
 write_all(int fd, const void *data, size_t len)
 {

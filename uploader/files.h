@@ -20,6 +20,12 @@
  * -EPERM (owned by someone else), -errno from mkdir/open. */
 int ps_files_open_dir(const char *path) PS_WUR;
 
+/* The same checks as ps_files_open_dir, without creating anything: 0 if
+ * the directory is usable or can be made, else the error opening it would
+ * give (and -EACCES/-EROFS for an ancestor that cannot take it).  For the
+ * program's side, which can still say so on its stderr.  Context: any. */
+int ps_files_check_dir(const char *path) PS_WUR;
+
 /* Write data to dirfd/name atomically (temporary file + rename).  Returns
  * 0 or -errno (ENOSPC, EROFS, ...); on failure nothing is left behind. */
 int ps_files_write(int dirfd, const char *name, const void *data, size_t len) PS_WUR;

@@ -679,6 +679,122 @@ carry_over(struct ps_symbols *s, struct module *v, uint32_t n)
 	return kept;
 }
 
+/* ---- objects the program loaded after the helper was forked ---------- */
+
+/* The program whose objects are looked up, when it is not this process (the
+ * uploader's helper process: uploader/worker.h).  Written once by the
+ * helper before its loop; 0 in the program itself. */
+static pid_t watched;
+
+void
+ps_symbols_watch(pid_t pid)
+{
+	watched = pid;
+}
+
+/* 1 if [lo, hi) lies in one of v[0..n). */
+static int
+covered(const struct module *v, uint32_t n, uintptr_t lo)
+{
+	uint32_t i;
+
+	for (i = 0; i < n; i++)
+		if (lo >= v[i].lo && lo < v[i].hi)
+			return 1;
+	return 0;
+}
+
+/* An executable mapping of `path` at [lo, ...) from file offset `off`: read
+ * the file's program headers to find its load bias, and add it as the
+ * loader would have described it. */
+static void
+scan_mapped_file(struct scan *sc, const char *path, uintptr_t lo, uint64_t off)
+{
+	ElfW(Phdr) ph[MAX_PHDRS];
+	struct dl_phdr_info info = { 0 };
+	ElfW(Ehdr) eh;
+	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+	int fd, i;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	if (fd < 0)
+		return;
+	if (pread(fd, &eh, sizeof(eh), 0) != (ssize_t)sizeof(eh) ||
+	    memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 || eh.e_phentsize != sizeof(ElfW(Phdr)) ||
+	    eh.e_phnum == 0 || eh.e_phnum > MAX_PHDRS ||
+	    pread(fd, ph, eh.e_phnum * sizeof(ph[0]), (off_t)eh.e_phoff) !=
+		    (ssize_t)(eh.e_phnum * sizeof(ph[0]))) {
+		close(fd);
+		return;
+	}
+	close(fd);
+	for (i = 0; i < eh.e_phnum; i++) {
+		if (ph[i].p_type != PT_LOAD || (ph[i].p_offset & ~(page - 1)) != off)
+			continue;
+		info.dlpi_addr = lo - (ph[i].p_vaddr & ~(page - 1));
+		info.dlpi_name = path;
+		info.dlpi_phdr = ph;
+		info.dlpi_phnum = eh.e_phnum;
+		sc->err = scan_add(sc, &info, 0);
+		return;
+	}
+}
+
+/* Add the watched program's executable file mappings that the scan does
+ * not cover: objects it loaded after the helper was forked.  They are read
+ * from /proc/PID/maps, which needs no ptrace rights; -ESRCH once the
+ * program is gone (the caller then keeps the list it had). */
+static int
+scan_watched(struct scan *sc)
+{
+	char path[64], line[PATH_MAX + 128], perms[8], file[PATH_MAX];
+	unsigned long lo, hi;
+	unsigned long long off;
+	uint32_t base_n = sc->n;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)watched);
+	f = fopen(path, "re");
+	if (!f)
+		return -ESRCH;
+	while (!sc->err && sc->n < MAX_MODULES && fgets(line, sizeof(line), f)) {
+		file[0] = '\0';
+		if (sscanf(line, "%lx-%lx %7s %llx %*s %*s %4095[^\n]", &lo, &hi, perms, &off,
+			   file) < 4 || !strchr(perms, 'x') || file[0] != '/')
+			continue;
+		if (covered(sc->v, sc->n, lo) || covered(sc->v + base_n, sc->n - base_n, lo))
+			continue;
+		scan_mapped_file(sc, file, lo, off);
+	}
+	fclose(f);
+	return sc->err;
+}
+
+/* Move the modules of the current list that the scan does not cover into
+ * it (their owned parts with them). */
+static void
+keep_learned(struct ps_symbols *s, struct scan *sc)
+{
+	struct module *v;
+	uint32_t i, n = sc->n;
+
+	for (i = 0; i < s->nmods && !sc->err; i++) {
+		if (covered(sc->v, n, s->mods[i].lo))
+			continue;
+		if (sc->n == sc->alloc) {
+			v = realloc(sc->v, (sc->alloc ? 2 * sc->alloc : 64) * sizeof(*v));
+			if (!v) {
+				sc->err = -ENOMEM;
+				return;
+			}
+			sc->v = v;
+			sc->alloc = sc->alloc ? 2 * sc->alloc : 64;
+		}
+		sc->v[sc->n++] = s->mods[i];
+		memset(&s->mods[i], 0, sizeof(s->mods[i]));
+	}
+}
+
 static void cache_clear(struct ps_symbols *s);
 
 static int
@@ -690,6 +806,11 @@ rescan(struct ps_symbols *s)
 	s->last_scan = now_ns();
 	s->stale = 0;
 	dl_iterate_phdr(scan_cb, &sc);
+	if (!sc.err && watched && scan_watched(&sc) == -ESRCH) {
+		/* The program is gone: what was learned of it stays. */
+		watched = 0;
+		keep_learned(s, &sc);
+	}
 	if (sc.err) {
 		modules_free(sc.v, sc.n);
 		return sc.err;

@@ -23,6 +23,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include "common/ps.h"
 
 struct ps_symbols;  /* opaque cache, owned by its creator */
@@ -81,6 +82,13 @@ int ps_symbols_lookup(struct ps_symbols *s, uintptr_t ip, char *buf, size_t len)
  * dropped and files are re-read lazily when next needed.
  * Context: the owner. */
 void ps_symbols_invalidate(struct ps_symbols *s);
+
+/* Look up the objects of process `pid` as well as this process's own: the
+ * uploader's helper process (uploader/worker.h) is a fork of the program
+ * made at start-up, and learns of the objects the program loads later from
+ * /proc/PID/maps (no ptrace rights needed).  Once the program is gone, the
+ * objects already known are kept.  Context: the helper, before any look-up. */
+void ps_symbols_watch(pid_t pid);
 
 /* Copy the counters.  Context: the owner. */
 void ps_symbols_get_stats(const struct ps_symbols *s, struct ps_symbols_stats *st);

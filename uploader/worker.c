@@ -1,40 +1,62 @@
-/* worker.c -- the uploader thread.  See worker.h. */
+/* worker.c -- the uploader's loop, in a helper process or a thread.
+ * See worker.h. */
 #include "uploader/worker.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <semaphore.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/guard.h"
 #include "common/log.h"
+#include "shim/alloc.h"
+#include "uploader/symbols.h"
 
-/* Protects the export state and the fields below. */
+enum { REQ_NONE, REQ_FINAL, REQ_EXEC };
+#define MAX_ARGS 256
+
+/* The control block, shared between the program and the helper
+ * (MAP_SHARED, so semaphores are process-shared).  The program writes the
+ * requests and the run's exit status; the loop answers. */
+struct ctl {
+	sem_t wake;                 /* program -> loop: a request */
+	sem_t done;                 /* loop -> program: the requested pass is over */
+	sem_t ready;                /* helper -> program: started (or failed) */
+	_Atomic int helper_ok;      /* set by the helper before posting ready */
+	_Atomic int req;            /* REQ_*, taken by the loop */
+	_Atomic int exec_pending;   /* an exec is under way (program side) */
+	_Atomic uint64_t deadline;  /* CLOCK_MONOTONIC, for the requested pass */
+	_Atomic int has_exit, exit_code;
+	_Atomic int quit;           /* thread mode: the program's last thread ended */
+	_Atomic int host_threads;   /* thread mode: the program's threads alive */
+	_Atomic int argc;           /* published after args */
+	char args[4096];            /* NUL-separated */
+};
+
+/* Written by ps_worker_start / ps_worker_child while the process has one
+ * thread, read-only after. */
+static struct ctl *c;
+static struct ps_export *x;
+static uint64_t interval, flush_timeout;
+static int helper;                 /* 1: the loop runs in a helper process */
+static pid_t host;                 /* the profiled process */
+/* Thread mode: protects the export state between the worker thread and
+ * the exiting thread's last pass. */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static int stopping;              /* protected by lock */
-/* The worker sleeps on `wake`; everyone who needs it posts.  Semaphores,
- * because sem_post is async-signal-safe: _exit may be called from a signal
- * handler. */
-static sem_t wake;
-static sem_t exit_done;
-static _Atomic int exit_req;      /* _exit asks for the last pass */
-/* The program's own threads still alive (those the shim saw start).  When
- * the last one ends with pthread_exit, the worker must end too: a process
- * lives until its last thread is gone, and ours must never keep it. */
-static _Atomic int host_threads = 1;
-static _Atomic int quit;
-static _Atomic uint64_t exit_deadline;
-static struct ps_export *exp_state;
-static uint64_t interval;
-/* 1 while a worker thread exists in this process; 0 in a fresh fork child. */
-static _Atomic int running;
-/* Set while the thread is due to be started (ps_worker_poke). */
-static _Atomic int wanted;
-static _Atomic uint64_t wanted_at;  /* CLOCK_MONOTONIC ns */
+static int running;                /* a worker thread exists */
 
 static uint64_t
 mono_ns(void)
@@ -59,64 +81,298 @@ min_u64(uint64_t a, uint64_t b)
 	return a < b ? a : b;
 }
 
-/* The last pass, asked for by _exit: the exiting thread may be inside a
- * signal handler, or hold a lock the pass needs, so it only waits for us,
- * at most until the deadline. */
-static void
-exit_pass(void)
+static int
+ctl_new(void)
 {
-	uint64_t deadline = atomic_load(&exit_deadline);
+	struct ctl *m = mmap(NULL, sizeof(*m), PROT_READ | PROT_WRITE,
+			     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 
-	stopping = 1;
-	(void)ps_export_run(exp_state, 1);
-	ps_export_end_span(exp_state);
-	ps_export_send(exp_state, 1, deadline, NULL);
-	sem_post(&exit_done);
+	if (m == MAP_FAILED)
+		return -ENOMEM;
+	if (sem_init(&m->wake, 1, 0) || sem_init(&m->done, 1, 0) || sem_init(&m->ready, 1, 0)) {
+		(void)munmap(m, sizeof(*m));
+		return -errno;
+	}
+	atomic_store(&m->host_threads, 1);
+	c = m;
+	return 0;
 }
 
-static void *
-main_loop(void *arg)
-{
-	/* A lazily started thread is already due for its first pass. */
-	uint64_t next = atomic_load(&wanted_at), wake_at, now;
-	struct timespec ts;
+/* ---- the last pass --------------------------------------------------- */
 
-	(void)arg;
-	ps_guard_enter();  /* for the thread's whole life */
-	/* Named from inside: naming from outside opens /proc/self/task/N/comm. */
-	(void)prctl(PR_SET_NAME, "pyroshim", 0, 0, 0);
-	pthread_mutex_lock(&lock);
-	while (!stopping) {
-		/* Wake for the next pass, or earlier for a retry that is due. */
-		wake_at = min_u64(next, ps_export_next_due(exp_state));
+/* The exit status and command line the program reported, into the export
+ * state.  A program killed by a signal reported none: the status is then
+ * read from the zombie if it is still there, else left unknown (-1). */
+static void
+take_exit_info(int dead)
+{
+	static const char *argv[MAX_ARGS + 1];
+	int argc = atomic_load_explicit(&c->argc, memory_order_acquire), i;
+	const char *p = c->args;
+
+	for (i = 0; i < argc && i < MAX_ARGS && p < c->args + sizeof(c->args); i++) {
+		argv[i] = p;
+		p += strnlen(p, (size_t)(c->args + sizeof(c->args) - p)) + 1;
+	}
+	argv[i] = NULL;
+	x->argc = i;
+	x->argv = i ? argv : NULL;
+	x->exit_code = atomic_load(&c->has_exit) ? atomic_load(&c->exit_code) : dead ? -1 : 0;
+}
+
+static void
+last_pass(uint64_t deadline, int end, int dead)
+{
+	(void)ps_export_run(x, 1);
+	if (end) {
+		take_exit_info(dead);
+		ps_export_end_span(x);
+	}
+	ps_export_send(x, 1, deadline, NULL);
+}
+
+/* ---- the helper's view of the program -------------------------------- */
+
+/* 1 once the program is gone (its pidfd is readable). */
+static int
+host_gone(int pidfd)
+{
+	struct pollfd p = { .fd = pidfd, .events = POLLIN };
+
+	return poll(&p, 1, 0) > 0;
+}
+
+/* The inode of the control block's mapping: after a successful exec the
+ * program's address space no longer holds it. */
+static unsigned long ctl_inode;
+
+static unsigned long
+mapping_inode(pid_t pid, uintptr_t addr, int *found)
+{
+	char path[64], line[512];
+	unsigned long lo, hi, ino = 0;
+	FILE *f;
+
+	*found = 0;
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%lx-%lx %*s %*s %*s %lu", &lo, &hi, &ino) != 3)
+			continue;
+		if (addr ? (lo == addr) : (ino == ctl_inode && strstr(line, "/dev/zero"))) {
+			*found = 1;
+			break;
+		}
+	}
+	fclose(f);
+	return *found ? ino : 0;
+}
+
+/* After an exec request: 1 when the image that made it is gone. */
+static int
+image_gone(void)
+{
+	int found;
+
+	if (!ctl_inode)
+		return 1;  /* cannot tell: the pass is done, end */
+	(void)mapping_inode(host, 0, &found);
+	return !found;
+}
+
+static void
+helper_end(void)
+{
+	/* Never the program's exit handlers or stdio buffers. */
+	syscall(SYS_exit_group, 0);
+	for (;;)
+		;
+}
+
+/* ---- the loop -------------------------------------------------------- */
+
+static void
+loop(int pidfd)
+{
+	uint64_t next = mono_ns() + interval, wake_at, now;
+	struct timespec ts;
+	int req;
+
+	for (;;) {
+		wake_at = min_u64(next, ps_export_next_due(x));
+		if (pidfd >= 0)
+			wake_at = min_u64(wake_at, mono_ns() + PS_WORKER_POLL_MS * 1000000ull);
 		ts = to_ts(wake_at);
-		pthread_mutex_unlock(&lock);
-		(void)sem_clockwait(&wake, CLOCK_MONOTONIC, &ts);
+		(void)sem_clockwait(&c->wake, CLOCK_MONOTONIC, &ts);
 		pthread_mutex_lock(&lock);
-		if (stopping || atomic_load(&quit))
-			break;
-		if (atomic_exchange(&exit_req, 0)) {
-			exit_pass();
-			break;
+		req = atomic_exchange(&c->req, REQ_NONE);
+		if (req != REQ_NONE) {
+			last_pass(atomic_load(&c->deadline), req == REQ_FINAL, 0);
+			sem_post(&c->done);
+			if (req == REQ_FINAL) {
+				pthread_mutex_unlock(&lock);
+				return;
+			}
+		}
+		if (pidfd >= 0 && host_gone(pidfd)) {
+			/* Killed, or ended without a word (a raw exit_group,
+			 * as Go programs end): everything sampled is here. */
+			if (!atomic_load(&c->exec_pending))
+				last_pass(mono_ns() + flush_timeout, 1, 1);
+			pthread_mutex_unlock(&lock);
+			return;
+		}
+		if (pidfd >= 0 && atomic_load(&c->exec_pending) && image_gone()) {
+			pthread_mutex_unlock(&lock);
+			return;
+		}
+		if (atomic_load(&c->quit)) {
+			pthread_mutex_unlock(&lock);
+			return;
 		}
 		now = mono_ns();
 		if (now >= next) {
-			(void)ps_export_run(exp_state, 0);
+			(void)ps_export_run(x, 0);
 			next += interval;
 			if (next < now)
 				next = now + interval;  /* a slow pass: skip, don't burst */
 		}
 		/* Requests go out without the lock: a server that does not
-		 * answer must not keep the last pass (and the local files)
-		 * waiting. */
-		ps_export_send(exp_state, 0, 0, &lock);
+		 * answer must not keep the last pass waiting.  (In the helper
+		 * they go out from a thread of their own, so that the passes
+		 * are never late either.) */
+		if (pidfd < 0)
+			ps_export_send(x, 0, 0, &lock);
+		pthread_mutex_unlock(&lock);
 	}
-	pthread_mutex_unlock(&lock);
+}
+
+/* The helper's sending thread: queued uploads, as they fall due. */
+static void *
+sender_main(void *arg)
+{
+	struct timespec ts;
+	uint64_t due;
+
+	(void)arg;
+	for (;;) {
+		pthread_mutex_lock(&lock);
+		ps_export_send(x, 0, 0, &lock);
+		due = ps_export_next_due(x);
+		pthread_mutex_unlock(&lock);
+		ts = to_ts(min_u64(due, mono_ns() + PS_WORKER_POLL_MS * 1000000ull));
+		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+			;
+	}
+	return NULL;
+}
+
+/* ---- the helper process ---------------------------------------------- */
+
+/* Everything the program opened is closed, but the log file; the standard
+ * streams are /dev/null, or the program's stderr when the log level asks
+ * for more than errors and lines go there. */
+static void
+detach_fds(void)
+{
+	int logfd = ps_log_fd(), keep_err = logfd < 0 && ps_log_level() > PS_LOG_ERROR;
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+	if (null >= 0) {
+		(void)dup2(null, 0);
+		(void)dup2(null, 1);
+		if (!keep_err)
+			(void)dup2(null, 2);
+	}
+	if (logfd > 3)
+		(void)syscall(SYS_close_range, 3u, (unsigned)logfd - 1, 0u);
+	(void)syscall(SYS_close_range, (unsigned)(logfd >= 3 ? logfd + 1 : 3), ~0u, 0u);
+}
+
+static void
+helper_main(void)
+{
+	pthread_t sender;
+	sigset_t all;
+	int found, pidfd;
+
+	sigfillset(&all);
+	(void)syscall(SYS_rt_sigprocmask, SIG_SETMASK, &all, NULL, _NSIG / 8);
+	ps_alloc_off();  /* nothing of the helper's goes in the program's tables */
+	ps_log_set_pid(host);
+	ps_symbols_watch(host);
+	(void)setsid();  /* the terminal's signals are for the program */
+	(void)prctl(PR_SET_NAME, "pyroshim", 0, 0, 0);
+	detach_fds();
+	pidfd = (int)syscall(SYS_pidfd_open, host, 0);
+	ctl_inode = mapping_inode(getpid(), (uintptr_t)c, &found);
+	atomic_store(&c->helper_ok, pidfd >= 0);
+	sem_post(&c->ready);
+	if (pidfd < 0)
+		helper_end();
+	if (x->remote.on && pthread_create(&sender, NULL, sender_main, NULL))
+		ps_warn("uploader: no sending thread; uploads go out at exit");
+	loop(pidfd);
+	helper_end();
+}
+
+/* The middle process: a clone(2) with no exit signal, so the program gets
+ * no SIGCHLD for it; it forks the helper (glibc's _Fork runs none of the
+ * program's fork handlers) and ends, so the helper is reparented away. */
+static int
+middle(void *arg)
+{
+	pid_t pid;
+
+	(void)arg;
+	pid = _Fork();
+	if (pid == 0)
+		helper_main();
+	syscall(SYS_exit, pid < 0 ? 1 : 0);
+	return 0;
+}
+
+static int
+spawn_helper(void)
+{
+	static char stack[32768] __attribute__((aligned(16)));
+	struct timespec ts = to_ts(mono_ns() + 2000000000ull);
+	int sub = 0, st;
+	pid_t pid;
+
+	/* A child subreaper, or the init of a pid namespace, would get the
+	 * helper back as its own child. */
+	if (getpid() == 1 || (prctl(PR_GET_CHILD_SUBREAPER, &sub, 0, 0, 0) == 0 && sub))
+		return -EPERM;
+	pid = clone(middle, stack + sizeof(stack), 0, NULL);
+	if (pid < 0)
+		return -errno;
+	while (waitpid(pid, &st, __WCLONE) < 0 && errno == EINTR)
+		;
+	if (!WIFEXITED(st) || WEXITSTATUS(st))
+		return -EAGAIN;
+	while (sem_clockwait(&c->ready, CLOCK_MONOTONIC, &ts) && errno == EINTR)
+		;
+	return atomic_load(&c->helper_ok) ? 0 : -ESRCH;
+}
+
+/* ---- the thread, where no helper can be made -------------------------- */
+
+static void *
+thread_main(void *arg)
+{
+	(void)arg;
+	ps_guard_enter();  /* for the thread's whole life */
+	/* Named from inside: naming from outside opens /proc/self/task/N/comm. */
+	(void)prctl(PR_SET_NAME, "pyroshim", 0, 0, 0);
+	loop(-1);
 	return NULL;
 }
 
 static int
-spawn(void)
+spawn_thread(void)
 {
 	sigset_t all, old;
 	pthread_attr_t attr;
@@ -130,42 +386,67 @@ spawn(void)
 	/* The thread inherits this mask: it never takes a host signal. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
-	rc = pthread_create(&t, &attr, main_loop, NULL);
+	rc = pthread_create(&t, &attr, thread_main, NULL);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	pthread_attr_destroy(&attr);
 	if (rc)
 		return -rc;
-	atomic_store(&running, 1);
+	running = 1;
 	return 0;
 }
 
-static void
-init_sync(void)
+static int
+start(void)
 {
-	pthread_mutex_init(&lock, NULL);
-	sem_init(&wake, 0, 0);
-	sem_init(&exit_done, 0, 0);
-	atomic_store(&exit_req, 0);
-	stopping = 0;
+	int rc;
+
+	host = getpid();
+	rc = spawn_helper();
+	if (rc == 0) {
+		helper = 1;
+		ps_info("uploader: helper process started");
+		return 0;
+	}
+	ps_info("uploader: no helper process (%s); a thread instead: a death by signal "
+		"loses the last interval", rc == -EPERM ? "the program is a child subreaper or pid 1" :
+		strerror(-rc));
+	helper = 0;
+	return spawn_thread();
 }
 
 int
-ps_worker_start(struct ps_export *x, uint64_t interval_ns, int lazy)
+ps_worker_start(struct ps_export *e, uint64_t interval_ns, uint64_t flush_timeout_ns)
 {
-	exp_state = x;
+	int rc;
+
+	x = e;
 	interval = interval_ns;
-	init_sync();
-	atomic_store(&wanted_at, mono_ns() + interval);
-	/* With a server, the interval uploads are the product: a program that
-	 * burns CPU without ever allocating would otherwise never poke the
-	 * thread awake and send everything at exit, in one request. */
-	if (!lazy || x->remote.on || x->remote.otlp_url[0])
-		return spawn();
-	/* The first pass is one interval away: until then there is no thread,
-	 * and a program that ends sooner never gets one.  (A second thread
-	 * costs a single-threaded program glibc's lock-free malloc paths.) */
-	atomic_store(&wanted, 1);
-	return 0;
+	flush_timeout = flush_timeout_ns;
+	rc = ctl_new();
+	if (rc)
+		return rc;
+	return start();
+}
+
+int
+ps_worker_is_helper(void)
+{
+	return helper;
+}
+
+/* Ask the loop for a pass and wait for it, at most until the deadline.
+ * Async-signal-safe: atomics and semaphores only. */
+PS_SIGSAFE static void
+request(int req, uint64_t timeout_ns)
+{
+	uint64_t deadline = mono_ns() + timeout_ns;
+	struct timespec ts = to_ts(deadline);
+
+	atomic_store(&c->deadline, deadline);
+	atomic_store(&c->req, req);
+	sem_post(&c->wake);
+	while (sem_clockwait(&c->done, CLOCK_MONOTONIC, &ts) && errno == EINTR)
+		;
 }
 
 void
@@ -173,76 +454,101 @@ ps_worker_flush(uint64_t timeout_ns, int final)
 {
 	uint64_t deadline = mono_ns() + timeout_ns;
 	struct timespec ts = to_ts(deadline);
-	int rc;
 
-	if (!exp_state)
+	if (!c)
 		return;
-	rc = pthread_mutex_clocklock(&lock, CLOCK_MONOTONIC, &ts);
-	if (rc) {
+	if (helper) {
+		if (!final)
+			atomic_store(&c->exec_pending, 1);
+		request(final ? REQ_FINAL : REQ_EXEC, timeout_ns);
+		return;
+	}
+	/* Thread mode: the pass runs here, once the lock is free. */
+	if (pthread_mutex_clocklock(&lock, CLOCK_MONOTONIC, &ts)) {
 		ps_debug("last pass skipped: the uploader did not finish within the flush timeout");
 		return;
 	}
 	if (final) {
-		stopping = 1;
-		sem_post(&wake);
+		atomic_store(&c->quit, 1);
+		sem_post(&c->wake);
 	}
-	(void)ps_export_run(exp_state, 1);
-	if (final)
-		ps_export_end_span(exp_state);
-	ps_export_send(exp_state, 1, deadline, NULL);
+	last_pass(deadline, final, 0);
 	pthread_mutex_unlock(&lock);
 }
 
 void
-ps_worker_child(void)
+ps_worker_exec_failed(void)
 {
-	init_sync();
-	atomic_store(&host_threads, 1);  /* the forking thread */
-	atomic_store(&quit, 0);
-	atomic_store(&running, 0);
-	atomic_store(&wanted_at, mono_ns() + interval);
-	atomic_store(&wanted, exp_state != NULL);
-}
-
-void
-ps_worker_poke(int now)
-{
-	int expected = 1;
-
-	if (PS_LIKELY(!atomic_load_explicit(&wanted, memory_order_relaxed)))
-		return;
-	if (!now && mono_ns() < atomic_load_explicit(&wanted_at, memory_order_relaxed))
-		return;
-	if (!atomic_compare_exchange_strong(&wanted, &expected, 0))
-		return;
-	if (spawn())
-		ps_debug("uploader thread not started");
+	if (c)
+		atomic_store(&c->exec_pending, 0);
 }
 
 PS_SIGSAFE void
 ps_worker_exit(uint64_t timeout_ns)
 {
-	struct timespec ts;
-	uint64_t deadline = mono_ns() + timeout_ns;
-
-	if (!atomic_load(&running) || !exp_state)
+	if (!c || (!helper && !running))
 		return;
-	atomic_store(&exit_deadline, deadline);
-	atomic_store(&exit_req, 1);
-	sem_post(&wake);
-	ts = to_ts(deadline);
-	while (sem_clockwait(&exit_done, CLOCK_MONOTONIC, &ts) && errno == EINTR)
-		;
+	request(REQ_FINAL, timeout_ns);
+}
+
+PS_SIGSAFE void
+ps_worker_set_exit(int status)
+{
+	if (!c)
+		return;
+	atomic_store(&c->exit_code, status);
+	atomic_store(&c->has_exit, 1);
+}
+
+void
+ps_worker_set_args(int argc, const char *const *argv)
+{
+	size_t off = 0, n;
+	int i;
+
+	if (!c || argc < 0 || !argv)
+		return;
+	for (i = 0; i < argc && i < MAX_ARGS && argv[i]; i++) {
+		n = strlen(argv[i]) + 1;
+		if (off + n > sizeof(c->args))
+			break;
+		memcpy(c->args + off, argv[i], n);
+		off += n;
+	}
+	atomic_store_explicit(&c->argc, i, memory_order_release);
 }
 
 void
 ps_worker_host_thread(int delta)
 {
-	if (atomic_fetch_add(&host_threads, delta) + delta > 0)
+	if (!c || helper)
+		return;
+	if (atomic_fetch_add(&c->host_threads, delta) + delta > 0)
 		return;
 	/* The last thread of the program is leaving through pthread_exit:
 	 * the process ends when our thread ends too, and then runs its exit
 	 * handlers -- the destructor's last pass -- on our thread. */
-	atomic_store(&quit, 1);
-	sem_post(&wake);
+	atomic_store(&c->quit, 1);
+	sem_post(&c->wake);
+}
+
+void
+ps_worker_child(void)
+{
+	struct ctl *parent = c;
+
+	if (!x)
+		return;
+	/* The parent's control block and helper (or thread) are not ours. */
+	c = NULL;
+	helper = running = 0;
+	pthread_mutex_init(&lock, NULL);
+	if (ctl_new()) {
+		c = NULL;
+		return;
+	}
+	if (parent)
+		(void)munmap(parent, sizeof(*parent));
+	if (start())
+		ps_debug("uploader not started in the fork child");
 }

@@ -1,59 +1,80 @@
-/* worker.h -- the uploader thread.
+/* worker.h -- the uploader: where the export passes run.
  *
- * One thread per process runs an export pass every upload interval.  It
- * holds the reentrancy guard for its whole life (nothing it does is
- * profiled) and blocks every signal, so the host's signals -- SIGPROF
- * included -- are always delivered to the host's own threads.
+ * The uploader runs in a helper process of its own, not in the program:
  *
- * All export state is protected by one mutex.  The last pass, at exit or
- * before an exec, runs in the thread that is leaving, after taking that
- * mutex within the flush timeout: if the worker is stuck (a server that
- * never answers), the process leaves without the last pass instead of
- * hanging.
+ *   - The sample tables are shared memory (MAP_SHARED, mapped before the
+ *     helper is forked), so whatever way the program ends -- exit, _exit,
+ *     a fatal signal, the OOM killer's SIGKILL -- the helper still holds
+ *     every sample and makes the last pass after it.  It learns of the end
+ *     from a pidfd of the program, checked every PS_WORKER_POLL_MS.
+ *   - The program keeps no thread of the shim's: glibc keeps its
+ *     single-threaded malloc paths, and the profiles are written every
+ *     interval whether or not the program allocates or starts threads.
+ *   - The helper is invisible to the program: it is a grandchild made by a
+ *     clone(2) with no exit signal (no SIGCHLD) and glibc's _Fork (none of
+ *     the program's fork handlers), reparented away at once, so wait(2)
+ *     never sees it; it holds none of the program's file descriptors (its
+ *     standard streams are /dev/null, or stderr when the log level asks
+ *     for more than errors and there is no log file), and it ends right
+ *     after the program, once its last pass is done.
+ *
+ * exit(), a return from main, _exit and _Exit ask the helper for the last
+ * pass and wait for it, at most the flush timeout, so the files are there
+ * when the program's exit is seen.  An exec asks for a pass the same way;
+ * the helper then ends once the old image is gone, or goes on if the exec
+ * fails.  A fork child gets a helper of its own, with tables of its own.
+ *
+ * Where no helper can be made (clone fails, the program is a child
+ * subreaper, so the helper would become its child), the same loop runs in
+ * a thread of the program instead, as before: the last pass then runs in
+ * the exiting thread, and a death by signal loses the last interval.
+ *
+ * All export state belongs to the loop; the program's side only posts
+ * requests through a small shared control block.
  */
 #ifndef PS_WORKER_H
 #define PS_WORKER_H
 
 #include <stdint.h>
-#include "uploader/export.h"
 #include "common/ps.h"
+#include "uploader/export.h"
 
-/* Prepare the thread for export state x (not owned, must outlive it).
- * lazy 0: start it now.  lazy 1: start it at the first ps_worker_poke()
- * one interval from now -- the allocation hooks poke on their slow path,
- * pthread_create pokes at once -- so a short program never has a second
- * thread; except with a server or an OTLP endpoint, where the uploads of
- * every interval (and the span at _exit) need it from the start.  Returns 0 or -errno from pthread_create.  Context: constructor. */
-int ps_worker_start(struct ps_export *x, uint64_t interval_ns, int lazy) PS_WUR;
+#define PS_WORKER_POLL_MS 100  /* how often the helper looks for the program's end */
 
-/* Run the last pass in the calling thread, waiting at most timeout_ns for
- * the worker's lock, and stop the worker.  `final` 1: the process is
- * ending; 0: an exec is starting (the worker keeps going if it fails).
- * Context: any host thread (destructor, exec hooks); guard held. */
+/* Start the uploader for export state x (not owned, must outlive it): a
+ * helper process, or a thread when none can be made.  `flush_timeout_ns`
+ * bounds the last pass after the program's death by a signal.
+ * Returns 0 or -errno.  Context: constructor, fork child (one thread). */
+int ps_worker_start(struct ps_export *x, uint64_t interval_ns, uint64_t flush_timeout_ns) PS_WUR;
+
+/* 1 if the uploader is a helper process (0: a thread, or not started). */
+int ps_worker_is_helper(void);
+
+/* The last pass, at exit (`final` 1) or before an exec (0), waiting at
+ * most timeout_ns.  Context: the exiting or exec'ing host thread. */
 void ps_worker_flush(uint64_t timeout_ns, int final);
 
-/* _exit is ending the process without exit handlers: ask the worker thread
- * (if there is one) for the last pass -- profiles and the run's span -- and
- * wait at most timeout_ns.  Nothing else is done in the calling thread,
- * which may be inside a signal handler or hold the C library's locks.
- * Context: any thread; async-signal-safe. */
-void ps_worker_exit(uint64_t timeout_ns);
+/* The exec failed: the uploader goes on.  Context: the exec hooks. */
+void ps_worker_exec_failed(void);
+
+/* _exit: the last pass, waiting at most timeout_ns.  Nothing else is done
+ * in the calling thread, which may be inside a signal handler or hold the
+ * C library's locks.  Context: any thread; async-signal-safe. */
+void ps_worker_exit(uint64_t timeout_ns) PS_SIGSAFE;
+
+/* The run's exit status and command line, for the span of the last pass.
+ * Context: host thread; set_exit is async-signal-safe. */
+void ps_worker_set_exit(int status) PS_SIGSAFE;
+void ps_worker_set_args(int argc, const char *const *argv);
 
 /* A thread of the program starts (+1) or ends (-1).  When none is left
- * the worker thread ends, so that it never keeps the process alive after
- * the program's last thread called pthread_exit.
- * Context: any host thread (thread start, thread-exit destructor). */
+ * a worker thread ends, so that it never keeps the process alive after
+ * the program's last thread called pthread_exit.  (A helper process
+ * notices the end by itself.)  Context: host thread. */
 void ps_worker_host_thread(int delta);
 
-/* Fork child: the worker thread does not exist here.  Reset the lock and
- * mark the thread as not running; it is started again by ps_worker_poke,
- * one interval later.
- * Context: fork child handler. */
+/* Fork child: the parent's uploader is not ours.  Start this process's
+ * own (tables already reset by the caller).  Context: fork child handler. */
 void ps_worker_child(void);
-
-/* Start the thread if it is due (`now`: due at once, because the program
- * is becoming multi-threaded anyway).  Cheap when running.
- * Context: any host thread outside signal context, guard held. */
-void ps_worker_poke(int now);
 
 #endif

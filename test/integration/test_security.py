@@ -908,6 +908,8 @@ class FileAccess(UploadTest):
                 kind = "output"          # the directory, its files, mkdir -p of its parents
             elif p in config:
                 kind = "config"
+            elif p == "/dev/null":
+                kind = "helper"          # the uploader process's standard streams
             elif re.match(r"^/proc/(self|thread-self|\d+)(/|$)", p):
                 kind = "proc"
             elif os.path.realpath(p) in mapped:
