@@ -32,6 +32,9 @@ SHIM = os.path.join(ROOT, "shim", "libpyroshim.so")
 SHIM_BENCH = os.path.join(ROOT, "shim", "libpyroshim-bench.so")
 BB = os.path.join(ROOT, "build", "bench")
 IDLE = os.path.join(BB, "libidle_thread.so")  # one idle thread, nothing else
+# PYROSHIM_BEFORE=/path/to/an/older/libpyroshim.so adds its rows to the
+# generator, start-up and memory sections, measured in the same run.
+BEFORE = os.environ.get("PYROSHIM_BEFORE", "")
 PROG = os.path.join(ROOT, "build", "prog")
 GEN = os.path.join(ROOT, "examples", "generator")
 PEER = os.path.join(ROOT, "test", "peer", "pyroscope_peer.py")
@@ -567,6 +570,9 @@ class Bench:
                 "shim (default)": lambda d: self.shim_env(d),
                 "shim, alloc off": lambda d: self.shim_env(d, extra={"PYROSCOPE_PROFILING_ALLOC_ENABLED": "false"}),
                 "shim, CPU off": lambda d: self.shim_env(d, extra={"PYROSCOPE_PROFILING_CPU_ENABLED": "false"})}
+        if BEFORE:
+            envs["before (default)"] = lambda d: base_env({"LD_PRELOAD": BEFORE,
+                                                          "PYROSCOPE_OUTPUT_DIR": d})
         configs = list(envs)
 
         def make(c, r):
@@ -586,7 +592,7 @@ class Bench:
     def startup(self):
         self.emit("## 5. Start-up: wall time of `/bin/true` (%d interleaved runs each)" % self.s["true_rounds"])
         self.emit()
-        configs = ["none", "shim (local)"]
+        configs = ["none", "shim (local)"] + (["before (local)"] if BEFORE else [])
         if not self.tools["gperf"]:
             configs.append("gperftools")
         server = self.server_status()
@@ -600,6 +606,8 @@ class Bench:
                     return base_env()
                 if c == "shim (local)":
                     return self.shim_env(d)
+                if c == "before (local)":
+                    return base_env({"LD_PRELOAD": BEFORE, "PYROSCOPE_OUTPUT_DIR": d})
                 if c == "shim (server)":
                     return base_env({"LD_PRELOAD": SHIM, "PYROSCOPE_SERVER_ADDRESS": peer[1]})
                 return self.gperf_env(d)
@@ -684,22 +692,28 @@ class Bench:
         for label, argv in (("small: `spin 300`", [os.path.join(PROG, "spin"), "300"]),
                             ("`bigheap %d` (live heap)" % self.s["heap_mib"],
                              [os.path.join(BB, "bigheap"), str(self.s["heap_mib"])])):
-            configs = ["none", "shim (default)"]
+            configs = ["none", "shim (default)"] + (["before"] if BEFORE else [])
 
             def make(c, r):
                 # maxrss runs without the profiler and execs `env VAR=..
                 # PROGRAM`, so only the measured program carries it.
                 d = self.fresh("rss")
-                pre = [] if c == "none" else ["LD_PRELOAD=" + SHIM, "PYROSCOPE_OUTPUT_DIR=" + d]
+                so = BEFORE if c == "before" else SHIM
+                pre = [] if c == "none" else ["LD_PRELOAD=" + so, "PYROSCOPE_OUTPUT_DIR=" + d]
                 res = run([os.path.join(BB, "maxrss"), "env"] + pre + argv, base_env())
                 res.rss_mib = int(res.err.split("maxrss_kb")[1].split()[0]) / 1024
                 return res
             res = interleave(configs, self.s["rss_rounds"], make)
             base = [x.rss_mib for x in res["none"]]
             shim = [x.rss_mib for x in res["shim (default)"]]
-            rows.append([label, span(base, "%.1f"), span(shim, "%.1f"),
-                         span([a - b for a, b in zip(shim, base)], "%+.1f")])
-        self.table(["program", "none MiB", "shim MiB", "added MiB"], rows)
+            row = [label, span(base, "%.1f"), span(shim, "%.1f"),
+                   span([a - b for a, b in zip(shim, base)], "%+.1f")]
+            if BEFORE:
+                old = [x.rss_mib for x in res["before"]]
+                row.append(span([a - b for a, b in zip(old, base)], "%+.1f"))
+            rows.append(row)
+        self.table(["program", "none MiB", "shim MiB", "added MiB"] +
+                   (["added MiB, before"] if BEFORE else []), rows)
         self.data["memory"] = rows
 
     def finish(self):
@@ -793,8 +807,39 @@ def tree():
     return "commit %s%s; %s" % (head, " + local changes" if dirty else "", sums)
 
 
+def _go(self):
+    """A Go program (test/prog/gogen) at 100 Hz: no profiler, the shim, and
+    Go's own runtime/pprof (100 Hz too), interleaved."""
+    gogen = os.path.join(PROG, "gogen")
+    self.emit("## 8. Go: `gogen N` (two goroutines of JSON events), CPU s, 100 Hz")
+    self.emit()
+    if not os.path.exists(gogen):
+        self.emit("not measured: build/prog/gogen missing (no Go toolchain)")
+        self.emit()
+        return
+    n = "2000" if self.smoke else "100000"
+    configs = ["none", "shim", "runtime/pprof"]
+
+    def make(c, r):
+        d = self.fresh("go")
+        if c == "runtime/pprof":
+            return run([gogen, n, os.path.join(d, "go.prof")], base_env())
+        return run([gogen, n], self.shim_env(d) if c == "shim" else base_env())
+    res = interleave(configs, 1 if self.smoke else 7, make)
+    base = [x.cpu for x in res["none"]]
+    rows = [["none", span(base), "-", "-"]]
+    for c in configs[1:]:
+        cpu = [x.cpu for x in res[c]]
+        rows.append([c, span(cpu), span([100 * (a / b - 1) for a, b in zip(cpu, base)], "%+.2f"),
+                     "%+.2f" % (100 * (min(cpu) / min(base) - 1))])
+    self.table(["configuration", "CPU s", "overhead %, per round", "overhead %, min vs min"], rows)
+    self.data["go"] = rows
+
+
+Bench.go = _go
+
 SECTIONS = ["cpu_overhead", "handler_cost", "cpu_accuracy", "alloc_accuracy",
-            "alloc_fast_path", "malloc_heavy", "generator", "startup", "memory", "upload"]
+            "alloc_fast_path", "malloc_heavy", "generator", "startup", "memory", "upload", "go"]
 
 
 def main():

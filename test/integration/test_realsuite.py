@@ -37,7 +37,10 @@ class CPythonSuite(ShimTest):
         argv = [PY, "-m", "test", "-q"] + MODULES
         env_base = clean_env(preload=False)
         base = summary(run(argv, env_base, timeout=900, cwd=self.tmp))
-        shim = summary(run(argv, clean_env({"PYROSCOPE_OUTPUT_DIR": self.out}), timeout=900,
+        # At the highest rate, so that samples land inside every signal,
+        # fork and wait corner these modules test.
+        shim = summary(run(argv, clean_env({"PYROSCOPE_OUTPUT_DIR": self.out,
+                                            "PYROSCOPE_SAMPLE_RATE": "1000"}), timeout=900,
                            cwd=self.tmp))
         self.assertEqual(base, shim)
         self.assertTrue(shim[2], "the suite itself should pass here: %s" % (shim,))
