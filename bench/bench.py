@@ -125,6 +125,18 @@ def med(xs):
     return statistics.median(xs)
 
 
+def cpu_rows(res, configs):
+    """Table rows of CPU s against configs[0] (the baseline): the span, the
+    per-round change in %, and min against min."""
+    base = [x.cpu for x in res[configs[0]]]
+    rows = [[configs[0], span(base), "-", "-"]]
+    for c in configs[1:]:
+        cpu = [x.cpu for x in res[c]]
+        rows.append([c, span(cpu), span([100 * (a / b - 1) for a, b in zip(cpu, base)], "%+.2f"),
+                     "%+.2f" % (100 * (min(cpu) / min(base) - 1))])
+    return rows
+
+
 def span(xs, fmt="%.3f"):
     """'median (min-max)' of xs."""
     if len(xs) == 1:
@@ -579,12 +591,7 @@ class Bench:
             d = self.fresh("gen")
             return run([GEN, str(n), os.path.join(d, "out.json"), "--seed", "1"], envs[c](d))
         res = interleave(configs, self.s["gen_rounds"], make)
-        base = [x.cpu for x in res["none"]]
-        rows = [["none", span(base), "-", "-"]]
-        for c in configs[1:]:
-            cpu = [x.cpu for x in res[c]]
-            rows.append([c, span(cpu), span([100 * (a / b - 1) for a, b in zip(cpu, base)], "%+.2f"),
-                         "%+.2f" % (100 * (min(cpu) / min(base) - 1))])
+        rows = cpu_rows(res, configs)
         self.table(["configuration", "CPU s", "slowdown %, per round", "slowdown %, min vs min"], rows)
         self.data["generator"] = rows
 
@@ -826,12 +833,7 @@ def _go(self):
             return run([gogen, n, os.path.join(d, "go.prof")], base_env())
         return run([gogen, n], self.shim_env(d) if c == "shim" else base_env())
     res = interleave(configs, 1 if self.smoke else 7, make)
-    base = [x.cpu for x in res["none"]]
-    rows = [["none", span(base), "-", "-"]]
-    for c in configs[1:]:
-        cpu = [x.cpu for x in res[c]]
-        rows.append([c, span(cpu), span([100 * (a / b - 1) for a, b in zip(cpu, base)], "%+.2f"),
-                     "%+.2f" % (100 * (min(cpu) / min(base) - 1))])
+    rows = cpu_rows(res, configs)
     self.table(["configuration", "CPU s", "overhead %, per round", "overhead %, min vs min"], rows)
     self.data["go"] = rows
 

@@ -33,7 +33,9 @@ struct ps_config {
 	uint64_t stack_memory;         /* PYROSCOPE_STACK_MEMORY, bytes, default 8 MiB */
 	uint64_t upload_interval_ns;   /* PYROSCOPE_UPLOAD_INTERVAL, default 10 s */
 	uint64_t flush_timeout_ns;     /* PYROSCOPE_FLUSH_TIMEOUT, default 3 s */
-	char output_dir[PATH_MAX];     /* PYROSCOPE_OUTPUT_DIR; "" = not set */
+	char output_dir[PATH_MAX];     /* PYROSCOPE_OUTPUT_DIR as given; "" = not set, and
+					* init.c then uses ./pyroshim-profiles (made
+					* absolute), or none when a server is set */
 	char server[PS_CFG_STR];       /* PYROSCOPE_SERVER_ADDRESS; "" = local files only */
 	int log_level;                 /* PYROSCOPE_LOG_LEVEL, enum ps_log_level, default error */
 	char log_file[PATH_MAX];       /* PYROSCOPE_LOG_FILE; "" = stderr */

@@ -236,6 +236,7 @@ before_exec(void)
 
 /* What the host side's events do (shim/process.h). */
 static const struct ps_process_ops ops = {
+	.wake = ps_worker_poke,
 	.host_thread = ps_worker_host_thread,
 	.before_exec = before_exec,
 	.exec_failed = ps_worker_exec_failed,

@@ -132,6 +132,7 @@ slow(void *p, size_t n)
 		return;
 	ps_guard_enter();
 	t_left = ps_alloc_slow(p, n);
+	ps_process_wake();  /* a fork child's uploader starts here */
 	ps_guard_leave();
 }
 

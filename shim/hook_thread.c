@@ -94,6 +94,8 @@ pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), vo
 		return EAGAIN;
 	shim = ps_guard_held();
 	ps_guard_enter();
+	if (!shim)
+		ps_process_wake();  /* a fork child's uploader starts here */
 	s = malloc(sizeof(*s));
 	ps_guard_leave();
 	if (!s)

@@ -27,6 +27,13 @@ ps_process_is_self(void)
 }
 
 void
+ps_process_wake(void)
+{
+	if (ops && ops->wake)
+		ops->wake();
+}
+
+void
 ps_process_host_thread(int delta)
 {
 	if (ops && ops->host_thread)

@@ -17,6 +17,9 @@
 /* What the composition layer does for each event.  Every member may be
  * NULL.  The table must outlive the process (a static const). */
 struct ps_process_ops {
+	/* The program allocates (a sample) or starts a thread: a fork
+	 * child's uploader may be due.  Context: host thread, guard held. */
+	void (*wake)(void);
 	/* A thread of the program starts (+1) or ends (-1).
 	 * Context: host thread, outside signal context. */
 	void (*host_thread)(int delta);
@@ -44,6 +47,7 @@ void ps_process_setup(const struct ps_process_ops *ops, int pid);
 int ps_process_is_self(void) PS_SIGSAFE;
 
 /* The events; each forwards to its op when the shim is active here. */
+void ps_process_wake(void);
 void ps_process_host_thread(int delta);
 void ps_process_before_exec(void);
 void ps_process_exec_failed(void);

@@ -181,43 +181,6 @@ ps_fold_init(struct ps_fold *f, uint32_t nslots, uintptr_t skip_lo, uintptr_t sk
 	return 0;
 }
 
-void
-ps_fold_free(struct ps_fold *f)
-{
-	uint32_t i;
-
-	for (i = 0; i < f->nnames; i++)
-		free(f->names[i]);
-	free(f->names);
-	free(f->name_index);
-	free(f->e);
-	free(f->entry_index);
-	free(f->frames);
-	free(f->slot_map);
-	if (f->syms)
-		ps_symbols_free(f->syms);
-	memset(f, 0, sizeof(*f));
-}
-
-int
-ps_fold_reset(struct ps_fold *f)
-{
-	struct ps_symbols *syms = f->syms;
-	uint32_t i;
-
-	for (i = 0; i < f->nnames; i++)
-		free(f->names[i]);
-	f->nnames = f->n = f->nframes = 0;
-	if (f->name_index)
-		memset(f->name_index, 0, f->name_index_cap * sizeof(uint32_t));
-	if (f->entry_index)
-		memset(f->entry_index, 0, f->entry_index_cap * sizeof(uint32_t));
-	memset(f->slot_map, 0, f->nslots * sizeof(uint32_t));
-	f->dropped = 0;
-	ps_symbols_invalidate(syms);
-	return 0;
-}
-
 /* Symbolize one raw stack into name ids, leaf first, dropping the shim's
  * own frames.  Returns the depth. */
 static int

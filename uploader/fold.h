@@ -59,9 +59,6 @@ struct ps_fold {
 
 /* Returns 0, -ENOMEM.  skip_lo/skip_hi: the shim's own address range. */
 int ps_fold_init(struct ps_fold *f, uint32_t nslots, uintptr_t skip_lo, uintptr_t skip_hi) PS_WUR;
-void ps_fold_free(struct ps_fold *f);
-/* Forget everything (fork child, before its first pass). */
-int ps_fold_reset(struct ps_fold *f) PS_WUR;
 
 /* Map new slots and recompute every counter from the tables (lt may be
  * NULL).  Returns 0 or -ENOMEM (the pass is then partial, and says so). */

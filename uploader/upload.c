@@ -281,14 +281,6 @@ ps_upload_send(struct ps_upload *u, uint64_t now_ns, long timeout_ms, int final,
 }
 
 void
-ps_upload_free(struct ps_upload *u)
-{
-	while (u->n > 0)
-		remove_at(u, u->n - 1);
-	u->bytes = 0;
-}
-
-void
 ps_upload_abandon(struct ps_upload *u)
 {
 	u->n = 0;

@@ -79,9 +79,6 @@ void ps_upload_send(struct ps_upload *u, uint64_t now_ns, long timeout_ms, int f
 /* When the next queued request is due; UINT64_MAX if none. */
 uint64_t ps_upload_next_due(const struct ps_upload *u);
 
-/* Free everything queued. */
-void ps_upload_free(struct ps_upload *u);
-
 /* Fork child: forget the parent's queue without freeing (never sent
  * twice). */
 void ps_upload_abandon(struct ps_upload *u);

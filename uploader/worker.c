@@ -23,6 +23,7 @@
 #include "common/guard.h"
 #include "common/log.h"
 #include "shim/alloc.h"
+#include "shim/stacktab.h"
 #include "uploader/symbols.h"
 
 enum { REQ_NONE, REQ_FINAL, REQ_EXEC };
@@ -34,14 +35,13 @@ enum { REQ_NONE, REQ_FINAL, REQ_EXEC };
 struct ctl {
 	sem_t wake;                 /* program -> loop: a request */
 	sem_t done;                 /* loop -> program: the requested pass is over */
-	sem_t ready;                /* helper -> program: started (or failed) */
-	_Atomic int helper_ok;      /* set by the helper before posting ready */
 	_Atomic int req;            /* REQ_*, taken by the loop */
 	_Atomic int exec_pending;   /* an exec is under way (program side) */
 	_Atomic uint64_t deadline;  /* CLOCK_MONOTONIC, for the requested pass */
 	_Atomic int has_exit, exit_code;
 	_Atomic int quit;           /* thread mode: the program's last thread ended */
 	_Atomic int host_threads;   /* thread mode: the program's threads alive */
+	_Atomic int helper_pid;     /* written by the middle process */
 	_Atomic int argc;           /* published after args */
 	char args[4096];            /* NUL-separated */
 };
@@ -57,6 +57,10 @@ static pid_t host;                 /* the profiled process */
  * the exiting thread's last pass. */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int running;                /* a worker thread exists */
+/* A fork child's uploader is started at its first allocation sample,
+ * thread start or exit, not in the fork handler: a child that only calls
+ * exec (a shell's) never pays for one.  Set by ps_worker_child. */
+static _Atomic int due;
 
 static uint64_t
 mono_ns(void)
@@ -89,7 +93,7 @@ ctl_new(void)
 
 	if (m == MAP_FAILED)
 		return -ENOMEM;
-	if (sem_init(&m->wake, 1, 0) || sem_init(&m->done, 1, 0) || sem_init(&m->ready, 1, 0)) {
+	if (sem_init(&m->wake, 1, 0) || sem_init(&m->done, 1, 0)) {
 		(void)munmap(m, sizeof(*m));
 		return -errno;
 	}
@@ -177,9 +181,25 @@ image_gone(void)
 	int found;
 
 	if (!ctl_inode)
+		ctl_inode = mapping_inode(getpid(), (uintptr_t)c, &found);
+	if (!ctl_inode)
 		return 1;  /* cannot tell: the pass is done, end */
 	(void)mapping_inode(host, 0, &found);
 	return !found;
+}
+
+/* The helper's last pass is bounded too: if it hangs (a lock it copied
+ * from the program held, a server that never answers), SIGALRM's default
+ * action ends it a few seconds past the flush timeout. */
+static void
+watchdog(void)
+{
+	sigset_t alrm;
+
+	sigemptyset(&alrm);
+	sigaddset(&alrm, SIGALRM);
+	(void)syscall(SYS_rt_sigprocmask, SIG_UNBLOCK, &alrm, NULL, _NSIG / 8);
+	(void)alarm((unsigned)(flush_timeout / 1000000000ull) + 5);
 }
 
 static void
@@ -208,6 +228,8 @@ loop(int pidfd)
 		(void)sem_clockwait(&c->wake, CLOCK_MONOTONIC, &ts);
 		pthread_mutex_lock(&lock);
 		req = atomic_exchange(&c->req, REQ_NONE);
+		if (req == REQ_FINAL && pidfd >= 0)
+			watchdog();
 		if (req != REQ_NONE) {
 			last_pass(atomic_load(&c->deadline), req == REQ_FINAL, 0);
 			sem_post(&c->done);
@@ -219,6 +241,7 @@ loop(int pidfd)
 		if (pidfd >= 0 && host_gone(pidfd)) {
 			/* Killed, or ended without a word (a raw exit_group,
 			 * as Go programs end): everything sampled is here. */
+			watchdog();
 			if (!atomic_load(&c->exec_pending))
 				last_pass(mono_ns() + flush_timeout, 1, 1);
 			pthread_mutex_unlock(&lock);
@@ -259,7 +282,10 @@ sender_main(void *arg)
 	(void)arg;
 	for (;;) {
 		pthread_mutex_lock(&lock);
-		ps_export_send(x, 0, 0, &lock);
+		/* Only when something is due: a program with nothing to send
+		 * never loads libcurl, and never delays its own last pass. */
+		if (ps_export_next_due(x) <= mono_ns())
+			ps_export_send(x, 0, 0, &lock);
 		due = ps_export_next_due(x);
 		pthread_mutex_unlock(&lock);
 		ts = to_ts(min_u64(due, mono_ns() + PS_WORKER_POLL_MS * 1000000ull));
@@ -271,14 +297,18 @@ sender_main(void *arg)
 
 /* ---- the helper process ---------------------------------------------- */
 
-/* Everything the program opened is closed, but the log file; the standard
- * streams are /dev/null, or the program's stderr when the log level asks
- * for more than errors and lines go there. */
+/* Everything the program opened is closed, but the log file and `keep`
+ * (the helper's pidfd); the standard streams are /dev/null, or the
+ * program's stderr when the log level asks for more than errors and lines
+ * go there. */
 static void
-detach_fds(void)
+detach_fds(int keep)
 {
 	int logfd = ps_log_fd(), keep_err = logfd < 0 && ps_log_level() > PS_LOG_ERROR;
 	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	int k[2] = { logfd < keep ? logfd : keep, logfd < keep ? keep : logfd };
+	unsigned from = 3;
+	int i;
 
 	if (null >= 0) {
 		(void)dup2(null, 0);
@@ -286,17 +316,27 @@ detach_fds(void)
 		if (!keep_err)
 			(void)dup2(null, 2);
 	}
-	if (logfd > 3)
-		(void)syscall(SYS_close_range, 3u, (unsigned)logfd - 1, 0u);
-	(void)syscall(SYS_close_range, (unsigned)(logfd >= 3 ? logfd + 1 : 3), ~0u, 0u);
+	for (i = 0; i < 2; i++) {
+		if (k[i] < (int)from)
+			continue;
+		if ((unsigned)k[i] > from)
+			(void)syscall(SYS_close_range, from, (unsigned)k[i] - 1, 0u);
+		from = (unsigned)k[i] + 1;
+	}
+	(void)syscall(SYS_close_range, from, ~0u, 0u);
 }
+
+/* The program's pidfd, opened by the program itself just before the
+ * helper is made (no ptrace rights needed), inherited by the helper and
+ * closed in the program.  Written by spawn_helper only. */
+static int host_pidfd = -1;
 
 static void
 helper_main(void)
 {
+	int pidfd = host_pidfd;
 	pthread_t sender;
 	sigset_t all;
-	int found, pidfd;
 
 	sigfillset(&all);
 	(void)syscall(SYS_rt_sigprocmask, SIG_SETMASK, &all, NULL, _NSIG / 8);
@@ -305,22 +345,19 @@ helper_main(void)
 	ps_symbols_watch(host);
 	(void)setsid();  /* the terminal's signals are for the program */
 	(void)prctl(PR_SET_NAME, "pyroshim", 0, 0, 0);
-	detach_fds();
-	pidfd = (int)syscall(SYS_pidfd_open, host, 0);
-	ctl_inode = mapping_inode(getpid(), (uintptr_t)c, &found);
-	atomic_store(&c->helper_ok, pidfd >= 0);
-	sem_post(&c->ready);
-	if (pidfd < 0)
-		helper_end();
+	detach_fds(pidfd);
 	if (x->remote.on && pthread_create(&sender, NULL, sender_main, NULL))
 		ps_warn("uploader: no sending thread; uploads go out at exit");
 	loop(pidfd);
 	helper_end();
 }
 
-/* The middle process: a clone(2) with no exit signal, so the program gets
- * no SIGCHLD for it; it forks the helper (glibc's _Fork runs none of the
- * program's fork handlers) and ends, so the helper is reparented away. */
+/* The middle process: a clone(2) sharing the program's memory, with no
+ * exit signal, so the program gets no SIGCHLD for it and its memory is
+ * copied once, for the helper; it forks the helper (glibc's _Fork runs none
+ * of the program's fork handlers) and ends, so the helper is reparented
+ * away.  It touches nothing but its own stack: the program is suspended
+ * (CLONE_VFORK) until it is gone. */
 static int
 middle(void *arg)
 {
@@ -330,6 +367,8 @@ middle(void *arg)
 	pid = _Fork();
 	if (pid == 0)
 		helper_main();
+	if (pid > 0)
+		atomic_store(&c->helper_pid, pid);
 	syscall(SYS_exit, pid < 0 ? 1 : 0);
 	return 0;
 }
@@ -338,24 +377,29 @@ static int
 spawn_helper(void)
 {
 	static char stack[32768] __attribute__((aligned(16)));
-	struct timespec ts = to_ts(mono_ns() + 2000000000ull);
-	int sub = 0, st;
+	int sub = 0, st, saved = errno, rc = 0;
 	pid_t pid;
 
 	/* A child subreaper, or the init of a pid namespace, would get the
 	 * helper back as its own child. */
 	if (getpid() == 1 || (prctl(PR_GET_CHILD_SUBREAPER, &sub, 0, 0, 0) == 0 && sub))
 		return -EPERM;
-	pid = clone(middle, stack + sizeof(stack), 0, NULL);
-	if (pid < 0)
+	host_pidfd = (int)syscall(SYS_pidfd_open, getpid(), 0);
+	if (host_pidfd < 0)
 		return -errno;
-	while (waitpid(pid, &st, __WCLONE) < 0 && errno == EINTR)
-		;
-	if (!WIFEXITED(st) || WEXITSTATUS(st))
-		return -EAGAIN;
-	while (sem_clockwait(&c->ready, CLOCK_MONOTONIC, &ts) && errno == EINTR)
-		;
-	return atomic_load(&c->helper_ok) ? 0 : -ESRCH;
+	pid = clone(middle, stack + sizeof(stack), CLONE_VM | CLONE_VFORK, NULL);
+	if (pid < 0)
+		rc = -errno;
+	else {
+		while (waitpid(pid, &st, __WCLONE) < 0 && errno == EINTR)
+			;
+		if (!WIFEXITED(st) || WEXITSTATUS(st))
+			rc = -EAGAIN;
+	}
+	close(host_pidfd);
+	host_pidfd = -1;
+	errno = saved;
+	return rc;
 }
 
 /* ---- the thread, where no helper can be made -------------------------- */
@@ -395,8 +439,10 @@ spawn_thread(void)
 	return 0;
 }
 
+/* quiet: from _exit, perhaps in a signal handler: no log line, and no
+ * thread (neither is async-signal-safe). */
 static int
-start(void)
+start(int quiet)
 {
 	int rc;
 
@@ -404,9 +450,12 @@ start(void)
 	rc = spawn_helper();
 	if (rc == 0) {
 		helper = 1;
-		ps_info("uploader: helper process started");
+		if (!quiet)
+			ps_info("uploader: helper process started");
 		return 0;
 	}
+	if (quiet)
+		return rc;
 	ps_info("uploader: no helper process (%s); a thread instead: a death by signal "
 		"loses the last interval", rc == -EPERM ? "the program is a child subreaper or pid 1" :
 		strerror(-rc));
@@ -425,7 +474,35 @@ ps_worker_start(struct ps_export *e, uint64_t interval_ns, uint64_t flush_timeou
 	rc = ctl_new();
 	if (rc)
 		return rc;
-	return start();
+	return start(0);
+}
+
+void
+ps_worker_poke(void)
+{
+	int expected = 1;
+
+	if (PS_LIKELY(!atomic_load_explicit(&due, memory_order_relaxed)))
+		return;
+	if (!atomic_compare_exchange_strong(&due, &expected, 0))
+		return;
+	if (ctl_new() == 0 && start(0) == 0)
+		return;
+	ps_debug("uploader not started in the fork child");
+}
+
+/* A fork child that never poked ends (or execs): its uploader is started
+ * now if it recorded anything.  Async-signal-safe with `quiet`. */
+PS_SIGSAFE static void
+start_at_end(int quiet)
+{
+	int expected = 1;
+
+	if (PS_LIKELY(!atomic_load_explicit(&due, memory_order_relaxed)) ||
+	    ps_stacktab_empty(x->st) || !atomic_compare_exchange_strong(&due, &expected, 0))
+		return;
+	if (ctl_new() == 0 && start(quiet) != 0)
+		c = NULL;
 }
 
 int
@@ -435,16 +512,26 @@ ps_worker_is_helper(void)
 }
 
 /* Ask the loop for a pass and wait for it, at most until the deadline.
+ * A last pass with nothing to write or send (nothing recorded, no span) is
+ * not waited for: the helper ends by itself.
  * Async-signal-safe: atomics and semaphores only. */
 PS_SIGSAFE static void
 request(int req, uint64_t timeout_ns)
 {
 	uint64_t deadline = mono_ns() + timeout_ns;
 	struct timespec ts = to_ts(deadline);
+	pid_t pid;
 
 	atomic_store(&c->deadline, deadline);
 	atomic_store(&c->req, req);
 	sem_post(&c->wake);
+	if (helper && req == REQ_FINAL && !x->span && ps_stacktab_empty(x->st))
+		return;
+	/* A helper that is gone (killed, or ended after an exec it could not
+	 * follow) never answers: do not wait for it. */
+	pid = atomic_load(&c->helper_pid);
+	if (helper && pid > 0 && kill(pid, 0) && errno == ESRCH)
+		return;
 	while (sem_clockwait(&c->done, CLOCK_MONOTONIC, &ts) && errno == EINTR)
 		;
 }
@@ -455,6 +542,7 @@ ps_worker_flush(uint64_t timeout_ns, int final)
 	uint64_t deadline = mono_ns() + timeout_ns;
 	struct timespec ts = to_ts(deadline);
 
+	start_at_end(0);  /* a fork child that has not started one yet */
 	if (!c)
 		return;
 	if (helper) {
@@ -486,6 +574,7 @@ ps_worker_exec_failed(void)
 PS_SIGSAFE void
 ps_worker_exit(uint64_t timeout_ns)
 {
+	start_at_end(1);
 	if (!c || (!helper && !running))
 		return;
 	request(REQ_FINAL, timeout_ns);
@@ -543,12 +632,7 @@ ps_worker_child(void)
 	c = NULL;
 	helper = running = 0;
 	pthread_mutex_init(&lock, NULL);
-	if (ctl_new()) {
-		c = NULL;
-		return;
-	}
 	if (parent)
 		(void)munmap(parent, sizeof(*parent));
-	if (start())
-		ps_debug("uploader not started in the fork child");
+	atomic_store(&due, 1);
 }

@@ -22,7 +22,8 @@
  * pass and wait for it, at most the flush timeout, so the files are there
  * when the program's exit is seen.  An exec asks for a pass the same way;
  * the helper then ends once the old image is gone, or goes on if the exec
- * fails.  A fork child gets a helper of its own, with tables of its own.
+ * fails.  A fork child gets a helper of its own, with tables of its own,
+ * at its first allocation sample, thread start or exit (ps_worker_poke).
  *
  * Where no helper can be made (clone fails, the program is a child
  * subreaper, so the helper would become its child), the same loop runs in
@@ -73,8 +74,19 @@ void ps_worker_set_args(int argc, const char *const *argv);
  * notices the end by itself.)  Context: host thread. */
 void ps_worker_host_thread(int delta);
 
-/* Fork child: the parent's uploader is not ours.  Start this process's
- * own (tables already reset by the caller).  Context: fork child handler. */
+/* Fork child: the parent's uploader is not ours.  This process's own is
+ * started by ps_worker_poke, or at its exit, _exit or exec if it recorded
+ * anything (tables already reset by the caller).
+ * Context: fork child handler. */
 void ps_worker_child(void);
+
+/* A fork child's uploader is due: start it now.  Called at an allocation
+ * sample and a thread start; cheap otherwise.  A fork child that only
+ * execs never starts one; one that ends before either gets one at its
+ * exit, _exit or exec if it recorded anything (from _exit with nothing
+ * but async-signal-safe calls: the helper, a copy of the program at that
+ * moment, is bounded by a watchdog in case it inherited a held lock).
+ * Context: host thread outside signal context, guard held. */
+void ps_worker_poke(void);
 
 #endif

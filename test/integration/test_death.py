@@ -88,6 +88,20 @@ class Death(ShimTest):
         self.assertEqual(p.returncode, -signal.SIGKILL)
         self.assertGreaterEqual(self.wait_total(4.5, within=2.5), 4.5)
 
+    def test_crash_keeps_the_cpu_and_dies_the_same(self):
+        # A crash (SIGSEGV, SIGABRT): the shim installs no handler for it,
+        # so the program dies exactly as without the shim, and the helper
+        # still writes the ~1 s it burned (~100 samples; 0.85 s allows for
+        # the tick granularity).
+        for sig in (signal.SIGSEGV, signal.SIGABRT):
+            code = ("import os, time\nend = time.process_time() + 1.0\n"
+                    "while time.process_time() < end: pass\nos.kill(os.getpid(), %d)\n" % sig)
+            app = "crash%d" % sig
+            r = run([sys.executable, "-c", code],
+                    self.env(PYROSCOPE_APPLICATION_NAME=app))
+            self.assertEqual((r.rc, r.err), (-sig, b""))
+            self.assertGreaterEqual(self.wait_total(0.85, app=app), 0.85, app)
+
     def test_exit_by_underscore_exit_keeps_its_cpu(self):
         # One thread, 1 s of CPU, then _exit: ~100 samples; 0.85 s allows
         # for the timer's tick granularity and is far from nothing.
