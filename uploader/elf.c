@@ -1,0 +1,398 @@
+/* elf.c -- function symbols of an ELF file.  See elf.h.
+ *
+ * The ELF file may be truncated, hostile or not the one that is loaded:
+ * every offset, size, index and string read from it is bounds-checked, and
+ * its program headers must match the loaded image's (phdrs_match), or the
+ * caller is told so.  Still not covered: a file truncated in place while it
+ * is mapped here raises SIGBUS (as it would in the program itself).
+ */
+#include "uploader/elf.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "uploader/symbols.h"
+
+#define MAX_SECTIONS  (1u << 20)     /* section headers accepted per file */
+#define MAX_SYMS      (4u << 20)     /* function symbols kept per object */
+#define MAX_SYMNAMES  (256u << 20)   /* bytes of symbol names per object */
+#define BACKSCAN      8              /* earlier symbols tried for a cover */
+
+#if __ELF_NATIVE_CLASS == 64
+#define NATIVE_CLASS ELFCLASS64
+#else
+#define NATIVE_CLASS ELFCLASS32
+#endif
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define NATIVE_DATA ELFDATA2LSB
+#else
+#define NATIVE_DATA ELFDATA2MSB
+#endif
+
+struct elf {
+	const uint8_t *p;       /* the mapped file */
+	size_t size;
+	const ElfW(Shdr) *sh;   /* shnum validated section headers */
+	size_t shnum;
+};
+
+static int
+in_file(const struct elf *e, uint64_t off, uint64_t len, size_t align)
+{
+	return off <= e->size && len <= e->size - off && off % align == 0;
+}
+
+static int
+elf_open(struct elf *e)
+{
+	const ElfW(Ehdr) *eh = (const void *)e->p;
+
+	if (e->size < sizeof(*eh) || memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0)
+		return -ENOEXEC;
+	if (eh->e_ident[EI_CLASS] != NATIVE_CLASS || eh->e_ident[EI_DATA] != NATIVE_DATA)
+		return -ENOEXEC;
+	if (eh->e_shoff == 0 || eh->e_shentsize != sizeof(ElfW(Shdr)) ||
+	    !in_file(e, eh->e_shoff, sizeof(ElfW(Shdr)), _Alignof(ElfW(Shdr))))
+		return -ENOEXEC;
+	e->sh = (const void *)(e->p + eh->e_shoff);
+	/* With 0xff00 sections or more, the count is in section 0. */
+	e->shnum = eh->e_shnum ? eh->e_shnum : e->sh[0].sh_size;
+	if (e->shnum == 0 || e->shnum > MAX_SECTIONS ||
+	    !in_file(e, eh->e_shoff, e->shnum * sizeof(ElfW(Shdr)), 1))
+		return -ENOEXEC;
+	return 0;
+}
+
+/* The file must describe the loaded image: same PT_LOAD segments. */
+static int
+phdrs_match(const struct elf *e, const ElfW(Phdr) *mem, uint32_t n)
+{
+	const ElfW(Ehdr) *eh = (const void *)e->p;
+	const ElfW(Phdr) *f;
+	uint32_t i;
+
+	if (!mem)
+		return 0;
+	if (eh->e_phentsize != sizeof(*f) || eh->e_phnum != n ||
+	    !in_file(e, eh->e_phoff, (uint64_t)n * sizeof(*f), _Alignof(ElfW(Phdr))))
+		return -ESTALE;
+	f = (const void *)(e->p + eh->e_phoff);
+	for (i = 0; i < n; i++) {
+		if (mem[i].p_type != f[i].p_type)
+			return -ESTALE;
+		if (f[i].p_type == PT_LOAD && (mem[i].p_vaddr != f[i].p_vaddr ||
+		    mem[i].p_memsz != f[i].p_memsz || mem[i].p_offset != f[i].p_offset))
+			return -ESTALE;
+	}
+	return 0;
+}
+
+static const ElfW(Shdr) *
+find_section(const struct elf *e, uint32_t type)
+{
+	size_t i;
+
+	for (i = 0; i < e->shnum; i++)
+		if (e->sh[i].sh_type == type)
+			return &e->sh[i];
+	return NULL;
+}
+
+/* The NUL-terminated name at off in string section strs, or NULL. */
+static const char *
+str_at(const struct elf *e, const ElfW(Shdr) *strs, uint64_t off)
+{
+	const char *p;
+
+	if (off >= strs->sh_size)
+		return NULL;
+	p = (const char *)e->p + strs->sh_offset + off;
+	return memchr(p, 0, strs->sh_size - off) ? p : NULL;
+}
+
+/* Is s a function (or a code label, for the unsized fallback) inside an
+ * executable section?  Sets *room to the bytes from it to the section end. */
+static int
+is_code(const struct elf *e, const ElfW(Sym) *s, uint64_t *room)
+{
+	int type = ELF64_ST_TYPE(s->st_info);
+	const ElfW(Shdr) *sec;
+
+	if (type != STT_FUNC && type != STT_GNU_IFUNC && (type != STT_NOTYPE || s->st_size))
+		return 0;
+	if (s->st_shndx == SHN_UNDEF || s->st_shndx >= SHN_LORESERVE || s->st_shndx >= e->shnum)
+		return 0;
+	sec = &e->sh[s->st_shndx];
+	if (!(sec->sh_flags & SHF_EXECINSTR) || s->st_value < sec->sh_addr ||
+	    s->st_value - sec->sh_addr >= sec->sh_size)
+		return 0;
+	*room = sec->sh_size - (s->st_value - sec->sh_addr);
+	return 1;
+}
+
+static int
+push_sym(struct ps_symtab *t, uint64_t lo, uint64_t len, uint32_t flags, const char *name)
+{
+	size_t off = t->names.len;
+	struct ps_sym *v;
+	uint32_t na;
+	int rc;
+
+	if (t->n == t->alloc) {
+		na = t->alloc ? 2 * t->alloc : 1024;
+		v = realloc(t->v, (size_t)na * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		t->v = v;
+		t->alloc = na;
+	}
+	rc = ps_buf_append(&t->names, name, strlen(name) + 1);
+	if (rc < 0)
+		return rc;
+	t->v[t->n].lo = lo;
+	t->v[t->n].len = len > UINT32_MAX ? UINT32_MAX : (uint32_t)len;
+	t->v[t->n].name = flags | (uint32_t)off;
+	t->n++;
+	return 0;
+}
+
+/* Add the function symbols of symbol section ss.  A malformed section adds
+ * nothing; -E2BIG (name bytes cap) stops quietly.  Returns 0 or -ENOMEM. */
+static int
+collect(const struct elf *e, const ElfW(Shdr) *ss, struct ps_symtab *t)
+{
+	const ElfW(Shdr) *strs;
+	const ElfW(Sym) *sym;
+	const char *name;
+	uint64_t room;
+	size_t i, n;
+	int rc;
+
+	if (!ss || ss->sh_entsize != sizeof(*sym) || ss->sh_link >= e->shnum ||
+	    !in_file(e, ss->sh_offset, ss->sh_size, _Alignof(ElfW(Sym))))
+		return 0;
+	strs = &e->sh[ss->sh_link];
+	if (strs->sh_type != SHT_STRTAB || !in_file(e, strs->sh_offset, strs->sh_size, 1))
+		return 0;
+	sym = (const void *)(e->p + ss->sh_offset);
+	n = ss->sh_size / sizeof(*sym);
+	for (i = 1; i < n && t->n < MAX_SYMS; i++) {
+		if (!is_code(e, &sym[i], &room))
+			continue;
+		name = str_at(e, strs, sym[i].st_name);
+		/* "$x"/"$d": ARM mapping symbols, not functions. */
+		if (!name || !name[0] || name[0] == '$')
+			continue;
+		rc = push_sym(t, sym[i].st_value, sym[i].st_size ? sym[i].st_size : room,
+			      (sym[i].st_size ? PS_SYM_SIZED : 0) |
+			      (ELF64_ST_BIND(sym[i].st_info) != STB_LOCAL ? PS_SYM_GLOBAL : 0), name);
+		if (rc == -E2BIG)
+			return 0;
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+static size_t
+underscores(const char *s)
+{
+	size_t n = 0;
+
+	while (s[n] == '_')
+		n++;
+	return n;
+}
+
+/* By address; among aliases the best first: sized, then global, then fewer
+ * leading underscores ("malloc" over "__libc_malloc"), then table order. */
+static int
+cmp_sym(const void *pa, const void *pb, void *names)
+{
+	const struct ps_sym *a = pa, *b = pb;
+	uint32_t fa = a->name & ~PS_SYM_OFF, fb = b->name & ~PS_SYM_OFF;
+	size_t ua, ub;
+
+	if (a->lo != b->lo)
+		return a->lo < b->lo ? -1 : 1;
+	if (fa != fb)
+		return fa > fb ? -1 : 1;
+	ua = underscores((const char *)names + (a->name & PS_SYM_OFF));
+	ub = underscores((const char *)names + (b->name & PS_SYM_OFF));
+	if (ua != ub)
+		return ua < ub ? -1 : 1;
+	if ((a->name & PS_SYM_OFF) != (b->name & PS_SYM_OFF))
+		return (a->name & PS_SYM_OFF) < (b->name & PS_SYM_OFF) ? -1 : 1;
+	return 0;
+}
+
+static void
+sort_syms(struct ps_symtab *t)
+{
+	struct ps_sym *v;
+	uint32_t i, n = 0;
+
+	if (!t->n)
+		return;
+	qsort_r(t->v, t->n, sizeof(*t->v), cmp_sym, t->names.data);
+	for (i = 0; i < t->n; i++)
+		if (n == 0 || t->v[i].lo != t->v[n - 1].lo)
+			t->v[n++] = t->v[i];
+	t->n = n;
+	v = realloc(t->v, (size_t)n * sizeof(*v));
+	if (v) {
+		t->v = v;
+		t->alloc = n;
+	}
+}
+
+void
+ps_symtab_free(struct ps_symtab *t)
+{
+	free(t->v);
+	ps_buf_free(&t->names);
+	memset(t, 0, sizeof(*t));
+}
+
+/* The separate debug file of e, found by its GNU build id the way gdb
+ * finds it: /usr/lib/debug/.build-id/xx/yyyy.debug (Debian's -dbg and
+ * -dbgsym packages install there).  Stripped system libraries -- libc
+ * first of all -- keep only their exported symbols in .dynsym; the debug
+ * file has the .symtab with every static function.  Returns 0 or -ENOENT. */
+static int
+debug_file_path(const struct elf *e, char *out, size_t len)
+{
+	const ElfW(Nhdr) *nh;
+	const uint8_t *desc;
+	uint64_t off, end;
+	size_t i, k, n;
+
+	for (i = 0; i < e->shnum; i++) {
+		if (e->sh[i].sh_type != SHT_NOTE || !in_file(e, e->sh[i].sh_offset, e->sh[i].sh_size, 4))
+			continue;
+		off = e->sh[i].sh_offset;
+		end = off + e->sh[i].sh_size;
+		while (off + sizeof(*nh) <= end) {
+			nh = (const void *)(e->p + off);
+			desc = e->p + off + sizeof(*nh) + ((nh->n_namesz + 3) & ~3u);
+			if (desc + nh->n_descsz > e->p + end)
+				break;
+			if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 &&
+			    !memcmp(e->p + off + sizeof(*nh), "GNU", 4) && nh->n_descsz >= 2 &&
+			    nh->n_descsz <= 64) {
+				n = (size_t)snprintf(out, len, "/usr/lib/debug/.build-id/%02x/", desc[0]);
+				for (k = 1; k < nh->n_descsz && n + 3 < len; k++)
+					n += (size_t)snprintf(out + n, len - n, "%02x", desc[k]);
+				return n + 7 < len && snprintf(out + n, len - n, ".debug") > 0 ? 0 : -ENOENT;
+			}
+			off = (uint64_t)(desc - e->p) + ((nh->n_descsz + 3) & ~3u);
+		}
+	}
+	return -ENOENT;
+}
+
+/* Read the function symbols of the ELF file at path into t (empty on
+ * entry).  mem/phnum: the loaded image's program headers, or NULL.
+ * `debug`: path is a separate debug file (do not look for another).
+ * Returns 0, -errno of open/fstat/mmap, -ENOEXEC, -ESTALE, -ENOMEM. */
+static int
+load_file_at(const char *path, const ElfW(Phdr) *mem, uint32_t phnum, struct ps_symtab *t,
+	     int debug)
+{
+	char dbg[PATH_MAX];
+	struct elf e = { 0 };
+	struct stat sb;
+	void *p;
+	int fd, rc;
+
+	/* O_NONBLOCK: a FIFO put in a file's place must not block the exit. */
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) || sb.st_size < (off_t)sizeof(ElfW(Ehdr))) {
+		close(fd);
+		return -ENOEXEC;
+	}
+	p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	rc = -errno;
+	close(fd);
+	if (p == MAP_FAILED)
+		return rc;
+	e.p = p;
+	e.size = (size_t)sb.st_size;
+	t->names = (struct ps_buf)PS_BUF_INIT(MAX_SYMNAMES);
+	rc = elf_open(&e);
+	if (rc == 0)
+		rc = phdrs_match(&e, mem, phnum);
+	if (rc == 0)
+		rc = collect(&e, find_section(&e, SHT_SYMTAB), t);
+	if (rc == 0 && t->n == 0 && !debug && debug_file_path(&e, dbg, sizeof(dbg)) == 0) {
+		/* The debug file's symbols have the same link-time addresses. */
+		ps_symtab_free(t);
+		if (load_file_at(dbg, NULL, 0, t, 1) != 0 || t->n == 0) {
+			ps_symtab_free(t);
+			t->names = (struct ps_buf)PS_BUF_INIT(MAX_SYMNAMES);
+		}
+	}
+	if (rc == 0 && t->n == 0)
+		rc = collect(&e, find_section(&e, SHT_DYNSYM), t);
+	munmap(p, e.size);
+	if (rc < 0) {
+		ps_symtab_free(t);
+		return rc;
+	}
+	sort_syms(t);
+	return 0;
+}
+
+/* The symbol covering off (a link-time address), or NULL.  A sized symbol
+ * that contains off wins over an unsized one before it. */
+int
+ps_elf_load(const char *path, const ElfW(Phdr) *mem, uint32_t phnum, struct ps_symtab *t)
+{
+	return load_file_at(path, mem, phnum, t, 0);
+}
+
+const struct ps_sym *
+ps_elf_find_sym(const struct ps_symtab *t, uint64_t off)
+{
+	const struct ps_sym *c;
+	uint32_t lo = 0, hi = t->n, mid, i, k;
+
+	while (lo < hi) {
+		mid = lo + (hi - lo) / 2;
+		if (t->v[mid].lo <= off)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0)
+		return NULL;
+	i = lo - 1;
+	for (k = 0; k < BACKSCAN && k <= i; k++) {
+		c = &t->v[i - k];
+		if ((c->name & PS_SYM_SIZED) && off - c->lo < c->len)
+			return c;
+	}
+	c = &t->v[i];
+	return !(c->name & PS_SYM_SIZED) && off - c->lo < c->len ? c : NULL;
+}
+
+int
+ps_symbols_load_file_for_test(const char *path, size_t *nsyms)
+{
+	struct ps_symtab t = { 0 };
+	int rc;
+
+	rc = ps_elf_load(path, NULL, 0, &t);
+	*nsyms = t.n;
+	ps_symtab_free(&t);
+	return rc;
+}

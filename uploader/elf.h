@@ -1,0 +1,50 @@
+/* elf.h -- the function symbols of one ELF file, read from disk.
+ *
+ * .symtab (static functions too) or, without it, .dynsym; a separate debug
+ * file found by build id (/usr/lib/debug/.build-id/xx/yyyy.debug) when the
+ * object has neither.  Symbols are sorted by address, one per address (the
+ * best of its aliases), names copied out so that the file is unmapped
+ * right after parsing.
+ *
+ * Context: the uploader only; allocates.
+ */
+#ifndef PS_ELF_H
+#define PS_ELF_H
+
+#include <link.h>
+#include <stdint.h>
+#include "common/buf.h"
+#include "common/ps.h"
+
+/* ps_sym.name: two ranking flags above the offset of the name. */
+#define PS_SYM_SIZED   0x80000000u      /* st_size > 0 */
+#define PS_SYM_GLOBAL  0x40000000u      /* binding is not STB_LOCAL */
+#define PS_SYM_OFF     0x3fffffffu
+
+struct ps_sym {
+	uint64_t lo;    /* st_value: link-time address */
+	uint32_t len;   /* st_size; if unsized, bytes to the end of its section */
+	uint32_t name;  /* PS_SYM_* flags | offset in ps_symtab.names */
+};
+
+struct ps_symtab {
+	struct ps_sym *v;       /* owned; sorted by lo, one entry per lo */
+	uint32_t n, alloc;
+	struct ps_buf names;    /* NUL-terminated names, cap 256 MiB */
+};
+
+/* Read the symbols of the file at path into *t (empty on entry).  mem/phnum:
+ * the loaded image's program headers, which the file's must match (NULL: do
+ * not check).  Returns 0, -ENOEXEC (not ELF, or headers that do not match),
+ * -ENOMEM, or -errno from open/mmap. */
+int ps_elf_load(const char *path, const ElfW(Phdr) *mem, uint32_t phnum,
+		struct ps_symtab *t) PS_WUR;
+
+/* The symbol covering off (a link-time address), or NULL.  A sized symbol
+ * that contains off wins over an unsized one before it. */
+const struct ps_sym *ps_elf_find_sym(const struct ps_symtab *t, uint64_t off);
+
+/* Release *t.  Context: its owner. */
+void ps_symtab_free(struct ps_symtab *t);
+
+#endif

@@ -1,0 +1,49 @@
+/* modules.h -- the objects loaded in the program, sorted by address.
+ *
+ * Read from dl_iterate_phdr; in the uploader's helper process (a fork of
+ * the program made at start-up) also from the program's /proc/PID/maps,
+ * for the objects it loaded later (ps_symbols_watch).  Re-read when an IP
+ * falls in none of them, at most once per second unless marked stale.  A
+ * re-read keeps the symbol tables of objects still loaded at the same
+ * place, so a dlopen storm does not make libc's table be parsed again.
+ *
+ * Context: the uploader only; allocates.
+ */
+#ifndef PS_MODULES_H
+#define PS_MODULES_H
+
+#include <link.h>
+#include <stdint.h>
+#include "common/ps.h"
+#include "uploader/elf.h"
+
+enum { PS_MOD_NEW = 0, PS_MOD_READY = 1, PS_MOD_NOFILE = 2 };
+
+struct ps_module {
+	uintptr_t lo, hi;       /* absolute range of the PT_LOAD segments */
+	uintptr_t bias;         /* dlpi_addr: runtime - link-time address */
+	char *path;             /* owned; file to read, NULL if none */
+	char *base;             /* owned; shown in "base+0xoff" */
+	ElfW(Phdr) *phdr;       /* owned copy; NULL: do not check the file */
+	uint32_t phnum;
+	int state;              /* PS_MOD_*; tab is filled when PS_MOD_READY */
+	struct ps_symtab tab;
+};
+
+struct ps_modules {
+	struct ps_module *v;    /* owned; n entries sorted by lo */
+	uint32_t n;
+	int stale;              /* re-read the object list at the next miss */
+	int moved;              /* set when a re-read found an object gone or
+				 * moved: the caller's cached names may be wrong */
+	uint64_t last_scan;     /* CLOCK_MONOTONIC ns of the last scan */
+	uint64_t scans;         /* object-list walks, for the stats */
+};
+
+/* The object that contains ip, re-reading the list if due; NULL if none. */
+struct ps_module *ps_modules_find(struct ps_modules *s, uintptr_t ip);
+
+/* Release everything; *s is then empty. */
+void ps_modules_free(struct ps_modules *s);
+
+#endif
