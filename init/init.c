@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "shim/alloc.h"
+#include "common/clock.h"
 #include "shim/altstack.h"
 #include "shim/bench.h"
 #include "common/config.h"
@@ -152,15 +153,6 @@ shim_range(uintptr_t *lo, uintptr_t *hi)
 	}
 }
 
-static uint64_t
-wall_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Remove the member "pyroshim=..." from a tracestate list, in place. */
 static void
 drop_marker(char *ts)
@@ -196,7 +188,7 @@ start_trace(const struct ps_config *c)
 		return NULL;
 	if (ps_span_start(sp, c->traceparent[0] ? c->traceparent : NULL,
 			  c->tracestate[0] ? c->tracestate : NULL, c->app_name,
-			  c->span_name[0] ? c->span_name : NULL, wall_ns(), &warned)) {
+			  c->span_name[0] ? c->span_name : NULL, ps_clock_ns(CLOCK_REALTIME), &warned)) {
 		ps_warn("trace correlation not started: no random ids");
 		return NULL;
 	}

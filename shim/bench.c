@@ -1,5 +1,6 @@
 /* bench.c -- handler timing for the benchmarks.  See bench.h. */
 #include "shim/bench.h"
+#include "common/clock.h"
 
 #ifdef PS_BENCH
 #include <fcntl.h>
@@ -19,19 +20,10 @@ static _Atomic uint64_t sum_ns;
 /* The counter and CLOCK_MONOTONIC at start-up, for the tick rate. */
 static uint64_t tsc0, mono0;
 
-static uint64_t
-mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 __attribute__((constructor)) static void
 bench_start(void)
 {
-	mono0 = mono_ns();
+	mono0 = ps_clock_ns(CLOCK_MONOTONIC);
 	tsc0 = __builtin_ia32_rdtsc();
 }
 
@@ -82,7 +74,7 @@ ps_bench_write(const char *dir, const char *app, int pid)
 {
 	uint32_t n = atomic_load(&n_records);
 	uint32_t warm = atomic_load(&n_warm);
-	uint64_t dt = __builtin_ia32_rdtsc() - tsc0, dm = mono_ns() - mono0;
+	uint64_t dt = __builtin_ia32_rdtsc() - tsc0, dm = ps_clock_ns(CLOCK_MONOTONIC) - mono0;
 	double ns_per_tick = dt ? (double)dm / (double)dt : 1.0;
 	uint32_t p50 = 0, p99 = 0, max = 0;
 	char path[4096], line[256];

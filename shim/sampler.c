@@ -1,6 +1,7 @@
 /* sampler.c -- CPU-time timers and the handler of the shim's signal.
  * See sampler.h. */
 #include "shim/sampler.h"
+#include "common/clock.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -38,23 +39,13 @@ static _Atomic int armed;
 /* CPU time already attributed to samples; advanced by the handlers. */
 static _Atomic uint64_t cpu_seen_ns;
 
-PS_SIGSAFE static uint64_t
-process_cpu_ns(void)
-{
-	struct timespec ts;
-
-	if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts))
-		return 0;
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* The CPU time this sample stands for: what the process consumed since the
  * last sample.  The baseline only moves forward, so two handlers racing on
  * two threads split the time between them instead of counting it twice. */
 PS_SIGSAFE static uint64_t
 take_weight(void)
 {
-	uint64_t now = process_cpu_ns();
+	uint64_t now = ps_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
 	uint64_t prev = atomic_load_explicit(&cpu_seen_ns, memory_order_relaxed);
 
 	do {
@@ -64,16 +55,6 @@ take_weight(void)
 							memory_order_relaxed,
 							memory_order_relaxed));
 	return now - prev;
-}
-
-PS_SIGSAFE static uint64_t
-thread_cpu_ns(void)
-{
-	struct timespec ts;
-
-	if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts))
-		return 0;
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 /* Thread mode: the CPU time of this thread since its last sample.  The
@@ -94,7 +75,7 @@ take_thread_weight(const siginfo_t *si)
 		return w;
 	}
 	/* Not from our timer (sent by hand): read the clock. */
-	now = thread_cpu_ns();
+	now = ps_clock_ns(CLOCK_THREAD_CPUTIME_ID);
 	w = now > t_cpu_seen ? now - t_cpu_seen : 0;
 	t_cpu_seen = now;
 	return w;
@@ -161,7 +142,7 @@ thread_arm(void)
 		 * by return or by pthread_exit. */
 		(void)pthread_setspecific(thread_key, (void *)1);
 	}
-	t_cpu_seen = thread_cpu_ns();
+	t_cpu_seen = ps_clock_ns(CLOCK_THREAD_CPUTIME_ID);
 	return timer_settime(t_timer, 0, &period, NULL) ? -errno : 0;
 }
 
@@ -185,7 +166,7 @@ last_sample(void)
 
 	if (!tab || !ip || !atomic_load(&armed))
 		return;
-	now = thread_cpu_ns();
+	now = ps_clock_ns(CLOCK_THREAD_CPUTIME_ID);
 	if (now <= t_cpu_seen)
 		return;
 	vals[PS_V_CPU_SAMPLES] = 1;
@@ -237,7 +218,7 @@ ps_sampler_start(struct ps_stacktab *t, unsigned hz, int mode, int sig)
 	rc = ps_sigvirt_start(sig, handler);
 	if (rc)
 		return rc;
-	atomic_store(&cpu_seen_ns, process_cpu_ns());
+	atomic_store(&cpu_seen_ns, ps_clock_ns(CLOCK_PROCESS_CPUTIME_ID));
 	rc = arm();
 	if (rc)
 		return rc;
@@ -314,7 +295,7 @@ ps_sampler_child(void)
 	t_has_timer = 0;
 	if (!thread_mode && new_timer(CLOCK_PROCESS_CPUTIME_ID, 0, &proc_timer))
 		return;
-	atomic_store(&cpu_seen_ns, process_cpu_ns());
+	atomic_store(&cpu_seen_ns, ps_clock_ns(CLOCK_PROCESS_CPUTIME_ID));
 	atomic_store(&armed, 0);
 	ps_sampler_rearm(1);
 }

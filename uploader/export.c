@@ -1,5 +1,6 @@
 /* export.c -- fold, encode, write and queue.  See export.h. */
 #include "uploader/export.h"
+#include "common/clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -16,15 +17,6 @@
 
 #define OUT_CAP (64u << 20)  /* the largest profile file we write */
 
-static uint64_t
-clock_ns(clockid_t id)
-{
-	struct timespec ts;
-
-	clock_gettime(id, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 void
 ps_export_setup(struct ps_export *x)
 {
@@ -35,7 +27,7 @@ ps_export_setup(struct ps_export *x)
 	memset(&x->fold, 0, sizeof(x->fold));
 	memset(&x->out, 0, sizeof(x->out));
 	x->out.cap = OUT_CAP;
-	x->start_ns = clock_ns(CLOCK_REALTIME);
+	x->start_ns = ps_clock_ns(CLOCK_REALTIME);
 }
 
 void
@@ -178,7 +170,7 @@ write_local(struct ps_export *x, struct ps_profile_meta *m)
 	int rc = 0;
 
 	m->time_nanos = (int64_t)x->start_ns;
-	m->duration_nanos = (int64_t)(clock_ns(CLOCK_REALTIME) - x->start_ns);
+	m->duration_nanos = (int64_t)(ps_clock_ns(CLOCK_REALTIME) - x->start_ns);
 	if (x->cpu_on && ps_fold_total(&x->fold, NULL, PS_F_CPU_SAMPLES) > 0) {
 		m->period = 1000000000ll / x->cfg->sample_rate;
 		rc |= write_pprof(x, &ps_family_cpu, m);
@@ -260,14 +252,14 @@ ps_export_run(struct ps_export *x, int final)
 	if (x->dir[0])
 		rc = write_local(x, &m);
 	ps_remote_queue(&x->remote, &x->fold, x->cpu_on, x->alloc_on, &m,
-			clock_ns(CLOCK_REALTIME));
+			ps_clock_ns(CLOCK_REALTIME));
 	return rc;
 }
 
 void
 ps_export_send(struct ps_export *x, int final, uint64_t deadline_ns, pthread_mutex_t *lock)
 {
-	ps_upload_send(&x->remote.up, clock_ns(CLOCK_MONOTONIC), 10000, final, deadline_ns, lock);
+	ps_upload_send(&x->remote.up, ps_clock_ns(CLOCK_MONOTONIC), 10000, final, deadline_ns, lock);
 }
 
 uint64_t
@@ -287,7 +279,7 @@ ps_export_end_span(struct ps_export *x)
 
 	if (!x->span)
 		return;
-	ps_span_end(x->span, clock_ns(CLOCK_REALTIME), exit_code);
+	ps_span_end(x->span, ps_clock_ns(CLOCK_REALTIME), exit_code);
 	if (argc > 0 && argv && argv[0]) {
 		slash = strrchr(argv[0], '/');
 		snprintf(exe_buf, sizeof(exe_buf), "%s", slash ? slash + 1 : argv[0]);

@@ -1,5 +1,6 @@
 /* modules.c -- the loaded objects.  See modules.h. */
 #include "uploader/modules.h"
+#include "common/clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,15 +16,6 @@
 #define MAX_MODULES   4096           /* objects tracked; more are ignored */
 #define MAX_PHDRS     128            /* program headers copied per object */
 #define RESCAN_NS     1000000000ull
-
-static uint64_t
-now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* Range of the PT_LOAD segments; 0 if the object has none. */
 static int
@@ -333,7 +325,7 @@ rescan(struct ps_modules *s)
 	struct scan sc = { 0 };
 
 	s->scans++;
-	s->last_scan = now_ns();
+	s->last_scan = ps_clock_ns(CLOCK_MONOTONIC);
 	s->stale = 0;
 	dl_iterate_phdr(scan_cb, &sc);
 	if (!sc.err && watched && scan_watched(&sc) == -ESRCH) {
@@ -364,7 +356,7 @@ ps_modules_find(struct ps_modules *s, uintptr_t ip)
 	if (s->stale && rescan(s) < 0)
 		return module_at(s->v, s->n, ip);
 	m = module_at(s->v, s->n, ip);
-	if (m || now_ns() - s->last_scan < RESCAN_NS)
+	if (m || ps_clock_ns(CLOCK_MONOTONIC) - s->last_scan < RESCAN_NS)
 		return m;
 	if (rescan(s) < 0)
 		return NULL;

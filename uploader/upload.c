@@ -1,5 +1,6 @@
 /* upload.c -- bounded queue, retries, backoff.  See upload.h. */
 #include "uploader/upload.h"
+#include "common/clock.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -9,15 +10,6 @@
 #include <time.h>
 
 #include "common/log.h"
-
-static uint64_t
-mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static void
 item_free(struct ps_upload_item *it)
@@ -70,7 +62,7 @@ ps_upload_enqueue(struct ps_upload *u, char *url, const char *content_type,
 	memset(body, 0, sizeof(*body));
 	it->what = what;
 	it->otlp = otlp;
-	it->due_ns = mono_ns();
+	it->due_ns = ps_clock_ns(CLOCK_MONOTONIC);
 	u->q[u->n++] = it;
 	u->bytes += it->body.len;
 	return 0;
@@ -180,7 +172,7 @@ settle(struct ps_upload *u, struct ps_upload_item *it, int rc, const struct ps_h
 		return 1;
 	}
 	u->retries++;
-	it->due_ns = mono_ns() + backoff_ns(u, it->attempts - 1, rc ? -1 : rs.retry_after_s);
+	it->due_ns = ps_clock_ns(CLOCK_MONOTONIC) + backoff_ns(u, it->attempts - 1, rc ? -1 : rs.retry_after_s);
 	ps_debug("%s upload will be retried (%s)", it->what, rc ? strerror(-rc) : rs.message);
 	return 0;
 }
@@ -257,7 +249,7 @@ ps_upload_send(struct ps_upload *u, uint64_t now_ns, long timeout_ms, int final,
 			continue;
 		}
 		if (final) {
-			now_ns = mono_ns();
+			now_ns = ps_clock_ns(CLOCK_MONOTONIC);
 			if (now_ns >= deadline_ns) {
 				u->failed += u->n - i;
 				ps_debug("flush timeout: %u requests not sent", u->n - i);

@@ -1,6 +1,7 @@
 /* worker.c -- the uploader's loop, in a helper process or a thread.
  * See worker.h. */
 #include "uploader/worker.h"
+#include "common/clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -61,15 +62,6 @@ static int running;                /* a worker thread exists */
  * thread start or exit, not in the fork handler: a child that only calls
  * exec (a shell's) never pays for one.  Set by ps_worker_child. */
 static _Atomic int due;
-
-static uint64_t
-mono_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static struct timespec
 to_ts(uint64_t ns)
@@ -216,14 +208,14 @@ helper_end(void)
 static void
 loop(int pidfd)
 {
-	uint64_t next = mono_ns() + interval, wake_at, now;
+	uint64_t next = ps_clock_ns(CLOCK_MONOTONIC) + interval, wake_at, now;
 	struct timespec ts;
 	int req;
 
 	for (;;) {
 		wake_at = min_u64(next, ps_export_next_due(x));
 		if (pidfd >= 0)
-			wake_at = min_u64(wake_at, mono_ns() + PS_WORKER_POLL_MS * 1000000ull);
+			wake_at = min_u64(wake_at, ps_clock_ns(CLOCK_MONOTONIC) + PS_WORKER_POLL_MS * 1000000ull);
 		ts = to_ts(wake_at);
 		(void)sem_clockwait(&c->wake, CLOCK_MONOTONIC, &ts);
 		pthread_mutex_lock(&lock);
@@ -243,7 +235,7 @@ loop(int pidfd)
 			 * as Go programs end): everything sampled is here. */
 			watchdog();
 			if (!atomic_load(&c->exec_pending))
-				last_pass(mono_ns() + flush_timeout, 1, 1);
+				last_pass(ps_clock_ns(CLOCK_MONOTONIC) + flush_timeout, 1, 1);
 			pthread_mutex_unlock(&lock);
 			return;
 		}
@@ -255,7 +247,7 @@ loop(int pidfd)
 			pthread_mutex_unlock(&lock);
 			return;
 		}
-		now = mono_ns();
+		now = ps_clock_ns(CLOCK_MONOTONIC);
 		if (now >= next) {
 			(void)ps_export_run(x, 0);
 			next += interval;
@@ -284,11 +276,11 @@ sender_main(void *arg)
 		pthread_mutex_lock(&lock);
 		/* Only when something is due: a program with nothing to send
 		 * never loads libcurl, and never delays its own last pass. */
-		if (ps_export_next_due(x) <= mono_ns())
+		if (ps_export_next_due(x) <= ps_clock_ns(CLOCK_MONOTONIC))
 			ps_export_send(x, 0, 0, &lock);
 		due = ps_export_next_due(x);
 		pthread_mutex_unlock(&lock);
-		ts = to_ts(min_u64(due, mono_ns() + PS_WORKER_POLL_MS * 1000000ull));
+		ts = to_ts(min_u64(due, ps_clock_ns(CLOCK_MONOTONIC) + PS_WORKER_POLL_MS * 1000000ull));
 		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
 			;
 	}
@@ -518,7 +510,7 @@ ps_worker_is_helper(void)
 PS_SIGSAFE static void
 request(int req, uint64_t timeout_ns)
 {
-	uint64_t deadline = mono_ns() + timeout_ns;
+	uint64_t deadline = ps_clock_ns(CLOCK_MONOTONIC) + timeout_ns;
 	struct timespec ts = to_ts(deadline);
 	pid_t pid;
 
@@ -539,7 +531,7 @@ request(int req, uint64_t timeout_ns)
 void
 ps_worker_flush(uint64_t timeout_ns, int final)
 {
-	uint64_t deadline = mono_ns() + timeout_ns;
+	uint64_t deadline = ps_clock_ns(CLOCK_MONOTONIC) + timeout_ns;
 	struct timespec ts = to_ts(deadline);
 
 	start_at_end(0);  /* a fork child that has not started one yet */
