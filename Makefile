@@ -28,16 +28,19 @@ CXX     ?= c++
 PREFIX  ?= /usr/local
 DESTDIR ?=
 
+# The version, said once: VERSION.  The C code gets it as PS_VERSION, the
+# installed pyrorun and man pages get it substituted for @VERSION@.
+VERSION := $(shell cat VERSION)
 WARN     = -Wall -Wextra -Werror
 # Tests, fuzzers and benchmarks see every layer.
-CPPFLAGS = -D_GNU_SOURCE -I. -Ibuild/gen
+CPPFLAGS = -D_GNU_SOURCE -DPS_VERSION='"$(VERSION)"' -I. -Ibuild/gen
 LAYERS_common   = common
 LAYERS_trace    = common trace
 LAYERS_shim     = common shim
 LAYERS_uploader = common shim trace uploader
 LAYERS_init     = common shim trace uploader
 layer_of = $(firstword $(subst /, ,$(1)))
-LAYER_CPPFLAGS = -D_GNU_SOURCE -Ibuild/inc/$(call layer_of,$(1)) \
+LAYER_CPPFLAGS = -D_GNU_SOURCE -DPS_VERSION='"$(VERSION)"' -Ibuild/inc/$(call layer_of,$(1)) \
 		 $(if $(filter uploader init,$(call layer_of,$(1))),-Ibuild/gen)
 DEPFLAGS = -MMD -MP
 CFLAGS   = -std=c11 -O2 -g -fPIC -pthread -fvisibility=hidden $(WARN)
@@ -153,10 +156,11 @@ install: $(SO)
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin \
 	    $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man7
 	install -m 0644 $(SO) $(DESTDIR)$(PREFIX)/lib/libpyroshim.so
-	sed 's|@LIBDIR@|$(PREFIX)/lib|' scripts/pyrorun > $(DESTDIR)$(PREFIX)/bin/pyrorun
+	sed 's|@LIBDIR@|$(PREFIX)/lib|; s|@VERSION@|$(VERSION)|' scripts/pyrorun > $(DESTDIR)$(PREFIX)/bin/pyrorun
 	chmod 0755 $(DESTDIR)$(PREFIX)/bin/pyrorun
-	install -m 0644 man/pyrorun.1 $(DESTDIR)$(PREFIX)/share/man/man1/pyrorun.1
-	install -m 0644 man/pyroshim.7 $(DESTDIR)$(PREFIX)/share/man/man7/pyroshim.7
+	sed 's|@VERSION@|$(VERSION)|' man/pyrorun.1 > $(DESTDIR)$(PREFIX)/share/man/man1/pyrorun.1
+	sed 's|@VERSION@|$(VERSION)|' man/pyroshim.7 > $(DESTDIR)$(PREFIX)/share/man/man7/pyroshim.7
+	chmod 0644 $(DESTDIR)$(PREFIX)/share/man/man1/pyrorun.1 $(DESTDIR)$(PREFIX)/share/man/man7/pyroshim.7
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/lib/libpyroshim.so $(DESTDIR)$(PREFIX)/bin/pyrorun \

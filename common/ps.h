@@ -23,8 +23,9 @@
 #define PS_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define PS_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
 
+/* PS_VERSION comes from the file VERSION, through the Makefile. */
 #ifndef PS_VERSION
-#define PS_VERSION "0.1.0"
+#error "PS_VERSION is not defined: build with the Makefile (it reads VERSION)"
 #endif
 
 #endif

@@ -22,9 +22,6 @@
 #include <strings.h>
 #include <time.h>
 
-#ifndef PS_VERSION
-#define PS_VERSION "0.1.0"
-#endif
 #define USER_AGENT "pyroshim/" PS_VERSION
 #define MAX_AUTH_HEADER 8192    /* cap on "Authorization: Bearer <token>" */
 #define MIN_SECRET_MASKED 4     /* shorter secrets would mask ordinary words */

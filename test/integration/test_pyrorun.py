@@ -80,7 +80,8 @@ class Pyrorun(ShimTest):
 
     def test_version(self):
         r = self.pr(["--version"])
-        self.assertEqual((r.rc, r.out, r.err), (0, b"pyrorun (pyroshim) 0.1.0\n", b""))
+        version = open(os.path.join(ROOT, "VERSION"), "rb").read().strip()
+        self.assertEqual((r.rc, r.out, r.err), (0, b"pyrorun (pyroshim) %s\n" % version, b""))
 
     def test_help_lists_every_option_and_variable(self):
         r = self.pr(["--help"])
