@@ -15,7 +15,7 @@ for spec in "$@"; do
 		hdr=$(ls "$other"/*.h 2>/dev/null | head -n 1)
 		[ -n "$hdr" ] || continue
 		printf '#include "%s"\n' "$hdr" > "$tmp/probe.c"
-		if cc -D_GNU_SOURCE -std=c11 -fsyntax-only -Ibuild/inc/"$layer" -Ibuild/gen \
+		if cc -D_GNU_SOURCE -DPS_VERSION=\"probe\" -std=c11 -fsyntax-only -Ibuild/inc/"$layer" -Ibuild/gen \
 		      "$tmp/probe.c" 2>/dev/null; then got=yes; else got=no; fi
 		case $allowed in *" $other "*) want=yes ;; *) want=no ;; esac
 		if [ "$got" = "$want" ]; then
