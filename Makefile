@@ -59,7 +59,7 @@ CORE_OBJ = $(filter-out build/shim/hook_%.o build/init/init.o,$(LIB_OBJ))
 TESTS    = $(patsubst test/%.c,build/test/%,$(wildcard test/check_*.c))
 PROGS    = $(patsubst test/prog/%.c,build/prog/%,$(wildcard test/prog/*.c)) \
            $(patsubst test/prog/%.cc,build/prog/%,$(wildcard test/prog/*.cc))
-PROGS   += build/prog/gogen
+PROGS   += build/prog/gogen build/prog/lines
 EXAMPLES = $(patsubst examples/%.c,examples/%,$(wildcard examples/*.c))
 
 SO = shim/libpyroshim.so
@@ -109,6 +109,15 @@ build/prog/%: test/prog/%.c
 build/prog/%: test/prog/%.cc
 	@mkdir -p build/prog
 	$(CXX) -std=c++17 -O1 -g -fno-inline -pthread $(WARN) $< -o $@ -ldl
+
+# The source-line workload (test_lines.py): -O2 -g, with a shared library
+# of its own found through $ORIGIN.
+build/prog/liblines.so: test/prog/lines/lines_lib.c
+	@mkdir -p build/prog
+	$(CC) -std=gnu11 -O2 -g -fPIC -shared $(WARN) $< -o $@
+build/prog/lines: test/prog/lines/lines_main.c build/prog/liblines.so
+	$(CC) -D_GNU_SOURCE -std=gnu11 -O2 -g $(WARN) $< -o $@ -Lbuild/prog -llines \
+	    -Wl,-rpath,'$$ORIGIN'
 
 # The Go workload of the signal tests (test_go.py), when Go is installed:
 # its caches stay inside build/, so a fresh clone builds as any user.

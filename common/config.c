@@ -215,6 +215,10 @@ static const struct var vars[] = {
 	  "expected a size in bytes such as 524288 or 512KiB", "524288" },
 	{ "PYROSCOPE_STACK_MEMORY", K_SIZE, OFF(stack_memory), 256 << 10, 1ull << 30,
 	  "expected a size from 256KiB to 1GiB such as 8MiB", "8MiB" },
+	{ "PYROSCOPE_DWARF_MEMORY", K_SIZE, OFF(dwarf_memory), 0, 1ull << 40,
+	  "expected a size such as 256MiB, or 0 for function names only", "256MiB" },
+	{ "PYROSCOPE_FOLDED_LINES", K_BOOL, OFF(folded_lines), 0, 1, "expected true or false",
+	  "false" },
 	{ "PYROSCOPE_UPLOAD_INTERVAL", K_DURATION, OFF(upload_interval_ns), NS(1) / 10, NS(3600),
 	  "expected a duration from 100ms to 1h such as 500ms, 10s or 1m", "10s" },
 	{ "PYROSCOPE_FLUSH_TIMEOUT", K_DURATION, OFF(flush_timeout_ns), NS(1) / 10, NS(600),
@@ -366,6 +370,7 @@ defaults(struct ps_config *c)
 	c->stack_memory = 8ull << 20;
 	c->upload_interval_ns = NS(10);
 	c->flush_timeout_ns = NS(3);
+	c->dwarf_memory = 256ull << 20;
 	c->log_level = PS_LOG_ERROR;
 }
 

@@ -31,6 +31,9 @@ struct ps_config {
 	int alloc_enabled;             /* PYROSCOPE_PROFILING_ALLOC_ENABLED (default 1) */
 	uint64_t alloc_sample_bytes;   /* PYROSCOPE_ALLOC_SAMPLE_BYTES, default 524288; 0/1 = every */
 	uint64_t stack_memory;         /* PYROSCOPE_STACK_MEMORY, bytes, default 8 MiB */
+	uint64_t dwarf_memory;         /* PYROSCOPE_DWARF_MEMORY, bytes libdw may hold,
+					* default 256 MiB; 0 = function names only */
+	int folded_lines;              /* PYROSCOPE_FOLDED_LINES (default 0) */
 	uint64_t upload_interval_ns;   /* PYROSCOPE_UPLOAD_INTERVAL, default 10 s */
 	uint64_t flush_timeout_ns;     /* PYROSCOPE_FLUSH_TIMEOUT, default 3 s */
 	char output_dir[PATH_MAX];     /* PYROSCOPE_OUTPUT_DIR as given; "" = not set, and

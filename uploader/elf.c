@@ -201,6 +201,125 @@ collect(const struct elf *e, const ElfW(Shdr) *ss, struct ps_symtab *t)
 	return 0;
 }
 
+/* The section called name, or NULL. */
+static const ElfW(Shdr) *
+section_named(const struct elf *e, const char *name)
+{
+	const ElfW(Ehdr) *eh = (const void *)e->p;
+	const ElfW(Shdr) *strs;
+	const char *n;
+	size_t i;
+
+	if (eh->e_shstrndx == SHN_UNDEF || eh->e_shstrndx >= e->shnum)
+		return NULL;
+	strs = &e->sh[eh->e_shstrndx];
+	if (!in_file(e, strs->sh_offset, strs->sh_size, 1))
+		return NULL;
+	for (i = 0; i < e->shnum; i++) {
+		n = str_at(e, strs, e->sh[i].sh_name);
+		if (n && strcmp(n, name) == 0)
+			return &e->sh[i];
+	}
+	return NULL;
+}
+
+#if defined(__x86_64__)
+/* The GOT slot that the 16-byte x86-64 PLT stub at p (link-time address
+ * at) jumps through: "[endbr64] [bnd] jmp *disp(%rip)"; 0 if it is not
+ * one. */
+static uint64_t
+plt_slot(const uint8_t *p, uint64_t at)
+{
+	static const uint8_t endbr64[4] = { 0xf3, 0x0f, 0x1e, 0xfa };
+	int32_t disp;
+	size_t i = 0;
+
+	if (!memcmp(p, endbr64, 4))
+		i = 4;
+	if (p[i] == 0xf2)
+		i++;
+	if (p[i] != 0xff || p[i + 1] != 0x25)
+		return 0;
+	memcpy(&disp, p + i + 2, 4);
+	return at + i + 6 + (uint64_t)(int64_t)disp;
+}
+
+/* The name of the function that GOT slot `got` calls, from .rela.plt:
+ * a JUMP_SLOT's symbol, or for an IRELATIVE slot (an IFUNC called from
+ * inside its own library) the function at its resolver address. */
+static const char *
+plt_target(const struct elf *e, const ElfW(Shdr) *rela, const struct ps_symtab *t, uint64_t got)
+{
+	const ElfW(Shdr) *dynsym, *dynstr;
+	const ElfW(Rela) *r = (const void *)(e->p + rela->sh_offset);
+	const ElfW(Sym) *sym;
+	const struct ps_sym *f;
+	size_t i, n = rela->sh_size / sizeof(*r);
+
+	for (i = 0; i < n; i++) {
+		if (r[i].r_offset != got)
+			continue;
+		if (ELF64_R_TYPE(r[i].r_info) == R_X86_64_IRELATIVE) {
+			f = ps_elf_find_sym(t, (uint64_t)r[i].r_addend);
+			return f ? (const char *)t->names.data + (f->name & PS_SYM_OFF) : NULL;
+		}
+		if (rela->sh_link >= e->shnum)
+			return NULL;
+		dynsym = &e->sh[rela->sh_link];
+		if (dynsym->sh_link >= e->shnum ||
+		    !in_file(e, dynsym->sh_offset, dynsym->sh_size, _Alignof(ElfW(Sym))) ||
+		    ELF64_R_SYM(r[i].r_info) >= dynsym->sh_size / sizeof(*sym))
+			return NULL;
+		dynstr = &e->sh[dynsym->sh_link];
+		sym = (const ElfW(Sym) *)(e->p + dynsym->sh_offset) + ELF64_R_SYM(r[i].r_info);
+		return in_file(e, dynstr->sh_offset, dynstr->sh_size, 1) ?
+			str_at(e, dynstr, sym->st_name) : NULL;
+	}
+	return NULL;
+}
+#endif
+
+/* PLT stubs as "name@plt", the way objdump and perf name them: without
+ * them a program's calls into libc through its PLT show as "exe+0x10c0".
+ * t must be sorted (IRELATIVE targets are looked up in it).  x86-64 only.
+ * Returns 0 or -ENOMEM. */
+static int
+add_plt(const struct elf *e, struct ps_symtab *t)
+{
+#if defined(__x86_64__)
+	static const char *const secs[] = { ".plt", ".plt.sec" };
+	const ElfW(Shdr) *rela = section_named(e, ".rela.plt"), *s;
+	char name[512];
+	const char *target;
+	uint64_t off, got;
+	size_t k;
+	int rc;
+
+	if (!rela || rela->sh_type != SHT_RELA || rela->sh_entsize != sizeof(ElfW(Rela)) ||
+	    !in_file(e, rela->sh_offset, rela->sh_size, _Alignof(ElfW(Rela))))
+		return 0;
+	for (k = 0; k < PS_ARRAY_LEN(secs); k++) {
+		s = section_named(e, secs[k]);
+		if (!s || s->sh_type != SHT_PROGBITS || !in_file(e, s->sh_offset, s->sh_size, 1))
+			continue;
+		/* .plt starts with the lazy resolver's own 16 bytes. */
+		for (off = k == 0 ? 16 : 0; off + 16 <= s->sh_size && t->n < MAX_SYMS; off += 16) {
+			got = plt_slot(e->p + s->sh_offset + off, s->sh_addr + off);
+			target = got ? plt_target(e, rela, t, got) : NULL;
+			if (!target || snprintf(name, sizeof(name), "%s@plt", target) >= (int)sizeof(name))
+				continue;
+			rc = push_sym(t, s->sh_addr + off, 16, PS_SYM_SIZED, name);
+			if (rc < 0 && rc != -E2BIG)
+				return rc;
+		}
+	}
+#else
+	(void)e;
+	(void)t;
+#endif
+	return 0;
+}
+
 static size_t
 underscores(const char *s)
 {
@@ -261,18 +380,15 @@ ps_symtab_free(struct ps_symtab *t)
 	memset(t, 0, sizeof(*t));
 }
 
-/* The separate debug file of e, found by its GNU build id the way gdb
- * finds it: /usr/lib/debug/.build-id/xx/yyyy.debug (Debian's -dbg and
- * -dbgsym packages install there).  Stripped system libraries -- libc
- * first of all -- keep only their exported symbols in .dynsym; the debug
- * file has the .symtab with every static function.  Returns 0 or -ENOENT. */
-static int
-debug_file_path(const struct elf *e, char *out, size_t len)
+/* The GNU build ID of e (NT_GNU_BUILD_ID note): a pointer into the file
+ * and its length, or NULL. */
+static const uint8_t *
+build_id(const struct elf *e, size_t *len)
 {
 	const ElfW(Nhdr) *nh;
 	const uint8_t *desc;
 	uint64_t off, end;
-	size_t i, k, n;
+	size_t i;
 
 	for (i = 0; i < e->shnum; i++) {
 		if (e->sh[i].sh_type != SHT_NOTE || !in_file(e, e->sh[i].sh_offset, e->sh[i].sh_size, 4))
@@ -287,15 +403,31 @@ debug_file_path(const struct elf *e, char *out, size_t len)
 			if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 &&
 			    !memcmp(e->p + off + sizeof(*nh), "GNU", 4) && nh->n_descsz >= 2 &&
 			    nh->n_descsz <= 64) {
-				n = (size_t)snprintf(out, len, "/usr/lib/debug/.build-id/%02x/", desc[0]);
-				for (k = 1; k < nh->n_descsz && n + 3 < len; k++)
-					n += (size_t)snprintf(out + n, len - n, "%02x", desc[k]);
-				return n + 7 < len && snprintf(out + n, len - n, ".debug") > 0 ? 0 : -ENOENT;
+				*len = nh->n_descsz;
+				return desc;
 			}
 			off = (uint64_t)(desc - e->p) + ((nh->n_descsz + 3) & ~3u);
 		}
 	}
-	return -ENOENT;
+	return NULL;
+}
+
+/* The separate debug file of a build ID, where gdb finds it:
+ * /usr/lib/debug/.build-id/xx/yyyy.debug (Debian's -dbg and -dbgsym
+ * packages install there).  Stripped system libraries -- libc first of
+ * all -- keep only their exported symbols in .dynsym; the debug file has
+ * the .symtab with every static function.  Returns 0 or -ENOENT. */
+static int
+debug_file_path(const uint8_t *id, size_t idlen, char *out, size_t len)
+{
+	size_t k, n;
+
+	if (!id)
+		return -ENOENT;
+	n = (size_t)snprintf(out, len, "/usr/lib/debug/.build-id/%02x/", id[0]);
+	for (k = 1; k < idlen && n + 3 < len; k++)
+		n += (size_t)snprintf(out + n, len - n, "%02x", id[k]);
+	return n + 7 < len && snprintf(out + n, len - n, ".debug") > 0 ? 0 : -ENOENT;
 }
 
 /* Read the function symbols of the ELF file at path into t (empty on
@@ -308,6 +440,8 @@ load_file_at(const char *path, const ElfW(Phdr) *mem, uint32_t phnum, struct ps_
 {
 	char dbg[PATH_MAX];
 	struct elf e = { 0 };
+	const uint8_t *id = NULL;
+	size_t idlen = 0;
 	struct stat sb;
 	void *p;
 	int fd, rc;
@@ -333,7 +467,9 @@ load_file_at(const char *path, const ElfW(Phdr) *mem, uint32_t phnum, struct ps_
 		rc = phdrs_match(&e, mem, phnum);
 	if (rc == 0)
 		rc = collect(&e, find_section(&e, SHT_SYMTAB), t);
-	if (rc == 0 && t->n == 0 && !debug && debug_file_path(&e, dbg, sizeof(dbg)) == 0) {
+	if (rc == 0)
+		id = build_id(&e, &idlen);
+	if (rc == 0 && t->n == 0 && !debug && debug_file_path(id, idlen, dbg, sizeof(dbg)) == 0) {
 		/* The debug file's symbols have the same link-time addresses. */
 		ps_symtab_free(t);
 		if (load_file_at(dbg, NULL, 0, t, 1) != 0 || t->n == 0) {
@@ -341,8 +477,16 @@ load_file_at(const char *path, const ElfW(Phdr) *mem, uint32_t phnum, struct ps_
 			t->names = (struct ps_buf)PS_BUF_INIT(MAX_SYMNAMES);
 		}
 	}
+	if (rc == 0 && id && !debug) {
+		memcpy(t->build_id, id, idlen);
+		t->build_id_len = (uint32_t)idlen;
+	}
 	if (rc == 0 && t->n == 0)
 		rc = collect(&e, find_section(&e, SHT_DYNSYM), t);
+	if (rc == 0 && !debug) {
+		sort_syms(t);
+		rc = add_plt(&e, t);
+	}
 	munmap(p, e.size);
 	if (rc < 0) {
 		ps_symtab_free(t);

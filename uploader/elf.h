@@ -31,6 +31,8 @@ struct ps_symtab {
 	struct ps_sym *v;       /* owned; sorted by lo, one entry per lo */
 	uint32_t n, alloc;
 	struct ps_buf names;    /* NUL-terminated names, cap 256 MiB */
+	uint8_t build_id[64];   /* the object's GNU build ID (NT_GNU_BUILD_ID) */
+	uint32_t build_id_len;  /* 0: none */
 };
 
 /* Read the symbols of the file at path into *t (empty on entry).  mem/phnum:

@@ -11,9 +11,15 @@
 #include <time.h>
 #include <unistd.h>
 
+/* DWARF look-up time per pass: a large LTO binary costs ~1 ms per address
+ * (REFERENCES.md section 9), so a first pass over thousands of new
+ * addresses is spread over several passes instead of delaying this one. */
+#define DWARF_PASS_NS 1000000000ull
+
 #include "uploader/files.h"
 #include "common/log.h"
 #include "uploader/profiles.h"
+#include "uploader/symbols.h"
 
 #define OUT_CAP (64u << 20)  /* the largest profile file we write */
 
@@ -194,6 +200,7 @@ static size_t
 comments(struct ps_export *x, char c[][200], int incomplete)
 {
 	const struct ps_upload *u = &x->remote.up;
+	struct ps_symbols_stats ss;
 	size_t n = 0;
 
 	snprintf(c[n++], 200, "pyroshim %s, pid %d, app %.100s", PS_VERSION, (int)x->pid, x->app);
@@ -209,6 +216,14 @@ comments(struct ps_export *x, char c[][200], int incomplete)
 		snprintf(c[n++], 200, "uploads: %llu sent, %llu failed, %llu dropped, %llu retries",
 			 (unsigned long long)u->sent, (unsigned long long)u->failed,
 			 (unsigned long long)u->dropped, (unsigned long long)u->retries);
+	ps_symbols_get_stats(x->fold.syms, &ss);
+	if (ss.dwarf_over_cap)
+		snprintf(c[n++], 200, "source lines: PYROSCOPE_DWARF_MEMORY (%llu bytes) reached; "
+			 "later locations are named by function only",
+			 (unsigned long long)x->cfg->dwarf_memory);
+	else if (x->fold.unresolved)
+		snprintf(c[n++], 200, "source lines: %u locations named by function only until "
+			 "the next pass (look-up time budget)", x->fold.unresolved);
 	if (incomplete)
 		snprintf(c[n++], 200, "incomplete: out of memory while folding");
 	return n;
@@ -217,8 +232,8 @@ comments(struct ps_export *x, char c[][200], int incomplete)
 int
 ps_export_run(struct ps_export *x, int final)
 {
-	char c[5][200];
-	const char *cp[5];
+	char c[6][200];
+	const char *cp[6];
 	struct ps_profile_meta m;
 	size_t nc, i;
 	int rc = 0, folded;
@@ -234,6 +249,10 @@ ps_export_run(struct ps_export *x, int final)
 		rc = ps_fold_init(&x->fold, ps_stacktab_size(x->st), x->skip_lo, x->skip_hi);
 		if (rc)
 			return rc;
+		/* Without memory for the DWARF reader, names stay function-level. */
+		if (ps_fold_configure(&x->fold, x->cfg->folded_lines, x->cfg->dwarf_memory,
+				      DWARF_PASS_NS))
+			ps_warn("no memory for source lines: profiles name functions only");
 		x->ready = 1;
 	}
 	x->passes++;

@@ -1,34 +1,43 @@
-/* fold.c -- fold raw stacks into stacks of function names.  See fold.h. */
+/* fold.c -- raw stacks into stacks of locations, and folded text.  See
+ * fold.h.
+ *
+ * Four interned tables, each an array with an open-addressing index of
+ * ids + 1 (load factor <= 1/2, rebuilt when it doubles): names (strings),
+ * functions (name, system name, file, first line), locations (by
+ * address) and entries (by their location ids).  Mappings are few and
+ * found by a linear scan.
+ */
 #include "uploader/fold.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 
+#include "common/clock.h"
+#include "common/hash.h"
 #include "uploader/symbols.h"
 #include "shim/unwind.h"
 
-#define MAX_NAMES   (1u << 20)
+#define MAX_NAMES   (1u << 22)
 #define MAX_ENTRIES (1u << 20)
 #define MAX_FRAMES  (1u << 24)
+#define MAX_LOCS    (1u << 22)
+#define MAX_LINES   (1u << 24)
+#define MAX_FUNCS   (1u << 22)
+#define MAX_MAPS    (1u << 16)
 #define NAME_LEN    1024
 
-static const char *const special_names[PS_NSPECIAL] = {
-	[PS_SLOT_FULL] = "[pyroshim: stack table full]",
-	[PS_SLOT_BUSY] = "[pyroshim: inside the profiler]",
+/* Frames that stand for no address: their location ids are f->pseudo[]. */
+enum { P_FULL = PS_SLOT_FULL, P_BUSY = PS_SLOT_BUSY, P_TRUNC = PS_NSPECIAL, P_NOSTACK };
+
+static const char *const pseudo_names[PS_FOLD_NPSEUDO] = {
+	[P_FULL] = "[pyroshim: stack table full]",
+	[P_BUSY] = "[pyroshim: inside the profiler]",
+	[P_TRUNC] = "[truncated]",
+	[P_NOSTACK] = "[no stack]",
 };
-
-static uint64_t
-hash_bytes(const void *p, size_t n)
-{
-	const unsigned char *s = p;
-	uint64_t h = 1469598103934665603ull;
-
-	while (n--)
-		h = (h ^ *s++) * 1099511628211ull;
-	return h;
-}
 
 /* Grow an array of `size`-byte items to hold `need`, up to `max`. */
 static int
@@ -52,40 +61,72 @@ grow(void *pp, uint32_t *cap, uint32_t need, uint32_t max, size_t size)
 	return 0;
 }
 
-/* Rebuild an open-addressing index of `n` ids with keys from keyfn. */
-static int
-reindex(uint32_t **idx, uint32_t *cap, uint32_t n,
-	uint64_t (*keyfn)(const struct ps_fold *, uint32_t), const struct ps_fold *f)
-{
-	uint32_t nc = 256, i, j;
-	uint32_t *t;
+/* ---- one open-addressing index, four uses ----------------------------- */
 
-	while (nc < n * 2)
-		nc *= 2;
-	t = calloc(nc, sizeof(*t));
-	if (!t)
-		return -ENOMEM;
-	for (i = 0; i < n; i++) {
-		for (j = (uint32_t)keyfn(f, i) & (nc - 1); t[j]; j = (j + 1) & (nc - 1))
-			;
-		t[j] = i + 1;
+typedef uint64_t (*key_fn)(const struct ps_fold *, uint32_t id);
+typedef int (*eq_fn)(const struct ps_fold *, uint32_t id, const void *key);
+
+struct index {
+	uint32_t **idx;
+	uint32_t *cap;
+	key_fn key;
+	eq_fn eq;
+};
+
+/* The id whose key equals `key` (hash h), or UINT32_MAX. */
+static uint32_t
+index_find(const struct ps_fold *f, const struct index *x, uint64_t h, const void *key)
+{
+	uint32_t j, k, cap = *x->cap;
+
+	if (!cap)
+		return UINT32_MAX;
+	for (j = (uint32_t)h & (cap - 1); (k = (*x->idx)[j]); j = (j + 1) & (cap - 1))
+		if (x->eq(f, k - 1, key))
+			return k - 1;
+	return UINT32_MAX;
+}
+
+/* Index id (hash h); n ids exist now.  Rebuilds at load factor 1/2. */
+static int
+index_add(const struct ps_fold *f, const struct index *x, uint64_t h, uint32_t id, uint32_t n)
+{
+	uint32_t nc = 256, i, j, *t;
+
+	if (n * 2 > *x->cap) {
+		while (nc < n * 2)
+			nc *= 2;
+		t = calloc(nc, sizeof(*t));
+		if (!t)
+			return -ENOMEM;
+		for (i = 0; i < n; i++) {
+			for (j = (uint32_t)x->key(f, i) & (nc - 1); t[j]; j = (j + 1) & (nc - 1))
+				;
+			t[j] = i + 1;
+		}
+		free(*x->idx);
+		*x->idx = t;
+		*x->cap = nc;
+		return 0;
 	}
-	free(*idx);
-	*idx = t;
-	*cap = nc;
+	for (j = (uint32_t)h & (*x->cap - 1); (*x->idx)[j]; j = (j + 1) & (*x->cap - 1))
+		;
+	(*x->idx)[j] = id + 1;
 	return 0;
 }
+
+/* ---- names ------------------------------------------------------------ */
 
 static uint64_t
 name_key(const struct ps_fold *f, uint32_t id)
 {
-	return hash_bytes(f->names[id], strlen(f->names[id]));
+	return ps_hash_bytes(f->names[id], strlen(f->names[id]));
 }
 
-static uint64_t
-entry_key(const struct ps_fold *f, uint32_t id)
+static int
+name_eq(const struct ps_fold *f, uint32_t id, const void *key)
 {
-	return hash_bytes(&f->frames[f->e[id].frames], f->e[id].depth * sizeof(uint32_t));
+	return strcmp(f->names[id], key) == 0;
 }
 
 /* Folded text reserves ';' and line ends; keep names printable for it. */
@@ -100,19 +141,13 @@ clean_name(char *s)
 static int
 intern(struct ps_fold *f, const char *name, uint32_t *id)
 {
-	uint64_t h = hash_bytes(name, strlen(name));
-	uint32_t j, k;
+	struct index x = { &f->name_index, &f->name_index_cap, name_key, name_eq };
+	uint64_t h = ps_hash_bytes(name, strlen(name));
 	char *copy;
 
-	if (f->name_index_cap) {
-		for (j = (uint32_t)h & (f->name_index_cap - 1); (k = f->name_index[j]);
-		     j = (j + 1) & (f->name_index_cap - 1)) {
-			if (!strcmp(f->names[k - 1], name)) {
-				*id = k - 1;
-				return 0;
-			}
-		}
-	}
+	*id = index_find(f, &x, h, name);
+	if (*id != UINT32_MAX)
+		return 0;
 	if (grow(&f->names, &f->names_cap, f->nnames + 1, MAX_NAMES, sizeof(char *)))
 		return -ENOMEM;
 	copy = strdup(name);
@@ -121,31 +156,252 @@ intern(struct ps_fold *f, const char *name, uint32_t *id)
 	clean_name(copy);
 	f->names[f->nnames] = copy;
 	*id = f->nnames++;
-	if (f->nnames * 2 > f->name_index_cap)
-		return reindex(&f->name_index, &f->name_index_cap, f->nnames, name_key, f);
-	for (j = (uint32_t)h & (f->name_index_cap - 1); f->name_index[j];
-	     j = (j + 1) & (f->name_index_cap - 1))
-		;
-	f->name_index[j] = *id + 1;
+	/* Cleaning may have changed the key: index what is stored. */
+	return index_add(f, &x, name_key(f, *id), *id, f->nnames);
+}
+
+/* ---- functions -------------------------------------------------------- */
+
+static uint64_t
+func_key(const struct ps_fold *f, uint32_t id)
+{
+	return ps_hash_bytes(&f->funcs[id], sizeof(f->funcs[id]));
+}
+
+static int
+func_eq(const struct ps_fold *f, uint32_t id, const void *key)
+{
+	return memcmp(&f->funcs[id], key, sizeof(f->funcs[id])) == 0;
+}
+
+static int
+func_for(struct ps_fold *f, const struct ps_fold_func *fn, uint32_t *id)
+{
+	struct index x = { &f->func_index, &f->func_index_cap, func_key, func_eq };
+	uint64_t h = ps_hash_bytes(fn, sizeof(*fn));
+
+	*id = index_find(f, &x, h, fn);
+	if (*id != UINT32_MAX)
+		return 0;
+	if (grow(&f->funcs, &f->funcs_cap, f->nfuncs + 1, MAX_FUNCS, sizeof(*f->funcs)))
+		return -ENOMEM;
+	f->funcs[f->nfuncs] = *fn;
+	*id = f->nfuncs++;
+	return index_add(f, &x, h, *id, f->nfuncs);
+}
+
+/* A function and a line: one Line of a location.  `label` is its frame in
+ * folded text: the function's name, or "name (file:line)". */
+static int
+add_line(struct ps_fold *f, const struct ps_src_frame *sf)
+{
+	char label[NAME_LEN + 64];
+	struct ps_fold_func fn = { 0 };
+	struct ps_fold_line *l;
+	uint32_t func, lab;
+
+	if (intern(f, sf->name, &fn.name) || intern(f, sf->system_name, &fn.system_name) ||
+	    intern(f, sf->file, &fn.file))
+		return -ENOMEM;
+	fn.start_line = sf->start_line;
+	if (func_for(f, &fn, &func))
+		return -ENOMEM;
+	lab = fn.name;
+	if (f->folded_lines && sf->file[0]) {
+		snprintf(label, sizeof(label), "%s (%s:%d)", sf->name, sf->file, sf->line);
+		if (intern(f, label, &lab))
+			return -ENOMEM;
+	}
+	if (grow(&f->lines, &f->lines_cap, f->nlines + 1, MAX_LINES, sizeof(*f->lines)))
+		return -ENOMEM;
+	l = &f->lines[f->nlines++];
+	l->func = func;
+	l->line = sf->line;
+	l->label = lab;
 	return 0;
+}
+
+/* ---- mappings ---------------------------------------------------------- */
+
+/* The mapping of ip + 1, or 0 when ip is in no known object. */
+static uint32_t
+map_for(struct ps_fold *f, uintptr_t ip)
+{
+	struct ps_map_info mi;
+	struct ps_fold_map *m;
+	uint32_t i;
+
+	if (ps_symbols_mapping(f->syms, ip, &mi))
+		return 0;
+	for (i = 0; i < f->nmaps; i++)
+		if (f->maps[i].start == mi.start && f->maps[i].limit == mi.limit &&
+		    f->maps[i].offset == mi.offset && !strcmp(f->names[f->maps[i].file], mi.file))
+			return i + 1;
+	if (grow(&f->maps, &f->maps_cap, f->nmaps + 1, MAX_MAPS, sizeof(*f->maps)))
+		return 0;
+	m = &f->maps[f->nmaps];
+	memset(m, 0, sizeof(*m));
+	m->start = mi.start;
+	m->limit = mi.limit;
+	m->offset = mi.offset;
+	if (intern(f, mi.file, &m->file) || intern(f, mi.build_id, &m->build_id))
+		return 0;
+	return ++f->nmaps;
+}
+
+/* ---- locations --------------------------------------------------------- */
+
+static uint64_t
+loc_key(const struct ps_fold *f, uint32_t id)
+{
+	return ps_hash_mix(f->locs[id].addr);
+}
+
+static int
+loc_eq(const struct ps_fold *f, uint32_t id, const void *key)
+{
+	return f->locs[id].addr == *(const uintptr_t *)key;
+}
+
+/* A new location: one Line naming `name` at line 0, until DWARF says more. */
+static int
+new_loc(struct ps_fold *f, uintptr_t addr, uint32_t map, const char *name, uint32_t *id)
+{
+	struct ps_src_frame sf = { name, name, "", 0, 0 };
+	struct ps_fold_loc *l;
+
+	if (grow(&f->locs, &f->locs_cap, f->nlocs + 1, MAX_LOCS, sizeof(*f->locs)))
+		return -ENOMEM;
+	if (add_line(f, &sf))
+		return -ENOMEM;
+	l = &f->locs[f->nlocs];
+	memset(l, 0, sizeof(*l));
+	l->addr = addr;
+	l->map = map;
+	l->sym = f->lines[f->nlines - 1].label;
+	l->line0 = f->nlines - 1;
+	l->nlines = 1;
+	/* Only code in an object file can have DWARF. */
+	l->resolved = !map || !f->dwarf_budget_ns;
+	if (!l->resolved)
+		f->unresolved++;
+	*id = f->nlocs++;
+	return 0;
+}
+
+/* The location of ip: 1 and *id, 0 if ip is the shim's own, or -ENOMEM. */
+static int
+loc_for(struct ps_fold *f, uintptr_t ip, uint32_t *id)
+{
+	struct index x = { &f->loc_index, &f->loc_index_cap, loc_key, loc_eq };
+	char name[NAME_LEN];
+	uint32_t map;
+	int kind;
+
+	*id = index_find(f, &x, ps_hash_mix(ip), &ip);
+	if (*id != UINT32_MAX)
+		return 1;
+	kind = ps_symbols_lookup(f->syms, ip, name, sizeof(name));
+	if (kind == PS_SYM_SHIM)
+		return 0;
+	if (kind < 0)
+		snprintf(name, sizeof(name), "[unknown]+0x%lx", (unsigned long)ip);
+	/* An address in no object (JIT code, anonymous memory) still gets
+	 * a location, with no mapping and no source lines. */
+	map = map_for(f, ip);
+	if (new_loc(f, ip, map, name, id))
+		return -ENOMEM;
+	if (index_add(f, &x, ps_hash_mix(ip), *id, f->nlocs))
+		return -ENOMEM;
+	return 1;
+}
+
+static int
+pseudo_loc(struct ps_fold *f, int which, uint32_t *id)
+{
+	if (f->pseudo[which]) {
+		*id = f->pseudo[which] - 1;
+		return 0;
+	}
+	if (new_loc(f, 0, 0, pseudo_names[which], id))
+		return -ENOMEM;
+	f->pseudo[which] = *id + 1;
+	return 0;
+}
+
+/* Look the source lines of waiting locations up, oldest first, for at
+ * most the pass's budget.  A location gets its DWARF chain (innermost
+ * first) in place of its one function-level line. */
+static int
+resolve_lines(struct ps_fold *f)
+{
+	struct ps_src_frame sf[PS_MAX_INLINE];
+	uint64_t t0 = ps_clock_ns(CLOCK_MONOTONIC);
+	struct ps_fold_loc *l;
+	uint32_t i, line0;
+	int n, k;
+
+	for (i = f->resolve_from; i < f->nlocs && f->unresolved; i++) {
+		l = &f->locs[i];
+		if (l->resolved)
+			continue;
+		if (ps_clock_ns(CLOCK_MONOTONIC) - t0 > f->dwarf_budget_ns)
+			break;
+		n = ps_symbols_source(f->syms, l->addr, sf, PS_MAX_INLINE);
+		line0 = f->nlines;
+		for (k = 0; k < n; k++)
+			if (add_line(f, &sf[k]))
+				return -ENOMEM;
+		l = &f->locs[i];
+		if (n > 0) {
+			l->line0 = line0;
+			l->nlines = (uint16_t)n;
+			if (sf[0].line > 0)
+				f->maps[l->map - 1].has_lines = 1;
+		}
+		l->resolved = 1;
+		f->unresolved--;
+	}
+	while (f->resolve_from < f->nlocs && f->locs[f->resolve_from].resolved)
+		f->resolve_from++;
+	return 0;
+}
+
+/* ---- entries ----------------------------------------------------------- */
+
+static uint64_t
+entry_key(const struct ps_fold *f, uint32_t id)
+{
+	return ps_hash_bytes(&f->frames[f->e[id].frames], f->e[id].depth * sizeof(uint32_t));
+}
+
+struct entry_key {
+	const uint32_t *ids;
+	uint32_t depth;
+};
+
+static int
+entry_eq(const struct ps_fold *f, uint32_t id, const void *key)
+{
+	const struct entry_key *k = key;
+	const struct ps_fold_entry *e = &f->e[id];
+
+	return e->depth == k->depth &&
+	       !memcmp(&f->frames[e->frames], k->ids, k->depth * sizeof(*k->ids));
 }
 
 /* Find or add the entry whose frames are ids[0..depth). */
 static int
 entry_for(struct ps_fold *f, const uint32_t *ids, uint32_t depth, uint32_t *out)
 {
-	uint64_t h = hash_bytes(ids, depth * sizeof(uint32_t));
+	struct index x = { &f->entry_index, &f->entry_index_cap, entry_key, entry_eq };
+	struct entry_key k = { ids, depth };
+	uint64_t h = ps_hash_bytes(ids, depth * sizeof(uint32_t));
 	struct ps_fold_entry *e;
-	uint32_t j, k;
 
-	for (j = f->entry_index_cap ? (uint32_t)h & (f->entry_index_cap - 1) : 0;
-	     f->entry_index_cap && (k = f->entry_index[j]); j = (j + 1) & (f->entry_index_cap - 1)) {
-		e = &f->e[k - 1];
-		if (e->depth == depth && !memcmp(&f->frames[e->frames], ids, depth * sizeof(*ids))) {
-			*out = k - 1;
-			return 0;
-		}
-	}
+	*out = index_find(f, &x, h, &k);
+	if (*out != UINT32_MAX)
+		return 0;
 	if (grow(&f->e, &f->cap, f->n + 1, MAX_ENTRIES, sizeof(*f->e)) ||
 	    grow(&f->frames, &f->frames_cap, f->nframes + depth, MAX_FRAMES, sizeof(uint32_t)))
 		return -ENOMEM;
@@ -156,52 +412,56 @@ entry_for(struct ps_fold *f, const uint32_t *ids, uint32_t depth, uint32_t *out)
 	memcpy(&f->frames[f->nframes], ids, depth * sizeof(*ids));
 	f->nframes += depth;
 	*out = f->n++;
-	if (f->n * 2 > f->entry_index_cap)
-		return reindex(&f->entry_index, &f->entry_index_cap, f->n, entry_key, f);
-	for (j = (uint32_t)h & (f->entry_index_cap - 1); f->entry_index[j];
-	     j = (j + 1) & (f->entry_index_cap - 1))
-		;
-	f->entry_index[j] = *out + 1;
-	return 0;
+	return index_add(f, &x, h, *out, f->n);
 }
 
 int
 ps_fold_init(struct ps_fold *f, uint32_t nslots, uintptr_t skip_lo, uintptr_t skip_hi)
 {
+	uint32_t empty;
+
 	memset(f, 0, sizeof(*f));
 	f->nslots = nslots;
 	f->slot_map = calloc(nslots, sizeof(*f->slot_map));
 	if (!f->slot_map)
 		return -ENOMEM;
-	if (ps_symbols_new(&f->syms, skip_lo, skip_hi)) {
+	/* names[0] is "": a function without a file, a mapping without a
+	 * build ID. */
+	if (ps_symbols_new(&f->syms, skip_lo, skip_hi) || intern(f, "", &empty)) {
 		free(f->slot_map);
 		f->slot_map = NULL;
 		return -ENOMEM;
 	}
+	/* The executable's code first (its entry point is in it), so that it
+	 * is the first Mapping of every profile that samples it. */
+	(void)map_for(f, (uintptr_t)getauxval(AT_ENTRY));
 	return 0;
 }
 
-/* Symbolize one raw stack into name ids, leaf first, dropping the shim's
- * own frames.  Returns the depth. */
-static int
-symbolize(struct ps_fold *f, const uintptr_t *ips, int depth, int truncated, uint32_t *ids)
+int
+ps_fold_configure(struct ps_fold *f, int folded_lines, uint64_t dwarf_memory, uint64_t budget_ns)
 {
-	char name[NAME_LEN];
+	f->folded_lines = folded_lines;
+	f->dwarf_budget_ns = dwarf_memory ? budget_ns : 0;
+	return ps_symbols_use_dwarf(f->syms, dwarf_memory);
+}
+
+/* Map one raw stack to location ids, leaf first, dropping the shim's own
+ * frames.  Returns the depth or -ENOMEM. */
+static int
+locate(struct ps_fold *f, const uintptr_t *ips, int depth, int truncated, uint32_t *ids)
+{
 	uint32_t n = 0;
-	int i, kind;
+	int i, rc;
 
 	for (i = 0; i < depth; i++) {
-		kind = ps_symbols_lookup(f->syms, ips[i], name, sizeof(name));
-		if (kind == PS_SYM_SHIM)
-			continue;
-		if (kind < 0)
-			snprintf(name, sizeof(name), "[unknown]+0x%lx", (unsigned long)ips[i]);
-		if (intern(f, name, &ids[n]))
-			return -ENOMEM;
-		n++;
+		rc = loc_for(f, ips[i], &ids[n]);
+		if (rc < 0)
+			return rc;
+		n += (uint32_t)rc;
 	}
 	if (n == 0 || truncated) {
-		if (intern(f, n ? "[truncated]" : "[no stack]", &ids[n]))
+		if (pseudo_loc(f, n ? P_TRUNC : P_NOSTACK, &ids[n]))
 			return -ENOMEM;
 		n++;
 	}
@@ -216,13 +476,13 @@ map_slot(struct ps_fold *f, const struct ps_stacktab *st, uint32_t i)
 	int depth, trunc, n;
 
 	if (i < PS_NSPECIAL) {
-		if (intern(f, special_names[i], &ids[0]))
+		if (pseudo_loc(f, (int)i, &ids[0]))
 			return -ENOMEM;
 		n = 1;
 	} else {
 		if (!ps_stacktab_get(st, i, &ips, &depth, &trunc))
 			return 0;
-		n = symbolize(f, ips, depth, trunc, ids);
+		n = locate(f, ips, depth, trunc, ids);
 		if (n < 0)
 			return n;
 	}
@@ -263,6 +523,8 @@ ps_fold_update(struct ps_fold *f, const struct ps_stacktab *st, struct ps_liveta
 	for (i = 0; i < n && i < f->nslots; i++)
 		if (!f->slot_map[i] && map_slot(f, st, i))
 			rc = -ENOMEM;
+	if (f->unresolved && resolve_lines(f))
+		rc = -ENOMEM;
 	for (i = 0; i < f->n; i++)
 		memset(f->e[i].v, 0, sizeof(f->e[i].v));
 	for (i = 0; i < n && i < f->nslots; i++) {
@@ -292,24 +554,91 @@ ps_fold_total(const struct ps_fold *f, const int64_t (*vals)[PS_F_NVALUES], int 
 	return t;
 }
 
-int
-ps_fold_folded(const struct ps_fold *f, const int64_t (*vals)[PS_F_NVALUES], int v,
-	       int64_t div, struct ps_buf *out)
+/* ---- folded text ------------------------------------------------------- */
+
+/* Stacks of frame labels, leaf first, merged: what one folded line says. */
+struct flat {
+	uint32_t *pool;          /* labels of every stack */
+	uint32_t npool, pool_cap;
+	struct flat_stack {
+		uint32_t off, depth;
+		int64_t val;
+	} *v;
+	uint32_t n, cap;
+	uint32_t *idx;           /* open addressing: stack + 1 */
+	uint32_t idx_cap;        /* power of two, > 2 n */
+};
+
+/* The labels of entry e, leaf first (inlined frames innermost first). */
+static uint32_t
+labels_of(const struct ps_fold *f, const struct ps_fold_entry *e, uint32_t *out, uint32_t max)
 {
-	const struct ps_fold_entry *e;
-	int64_t val;
+	const struct ps_fold_loc *l;
+	uint32_t d, k, n = 0;
+
+	for (d = 0; d < e->depth; d++) {
+		l = &f->locs[f->frames[e->frames + d]];
+		for (k = 0; k < l->nlines && n < max; k++)
+			out[n++] = f->lines[l->line0 + k].label;
+	}
+	return n;
+}
+
+static int
+flat_add(struct flat *fl, const uint32_t *lab, uint32_t depth, int64_t val)
+{
+	uint64_t h = ps_hash_bytes(lab, depth * sizeof(*lab));
+	struct flat_stack *s;
+	uint32_t j, k, i, nc;
+
+	for (j = (uint32_t)h & (fl->idx_cap - 1); (k = fl->idx[j]); j = (j + 1) & (fl->idx_cap - 1)) {
+		s = &fl->v[k - 1];
+		if (s->depth == depth && !memcmp(&fl->pool[s->off], lab, depth * sizeof(*lab))) {
+			s->val += val;
+			return 0;
+		}
+	}
+	if (grow(&fl->v, &fl->cap, fl->n + 1, MAX_ENTRIES, sizeof(*fl->v)) ||
+	    grow(&fl->pool, &fl->pool_cap, fl->npool + depth, MAX_FRAMES * 2, sizeof(*fl->pool)))
+		return -ENOMEM;
+	fl->v[fl->n] = (struct flat_stack){ fl->npool, depth, val };
+	memcpy(&fl->pool[fl->npool], lab, depth * sizeof(*lab));
+	fl->npool += depth;
+	fl->idx[j] = ++fl->n;
+	if (fl->n * 2 <= fl->idx_cap)
+		return 0;
+	/* Rebuild at twice the size. */
+	nc = fl->idx_cap * 2;
+	free(fl->idx);
+	fl->idx = calloc(nc, sizeof(*fl->idx));
+	if (!fl->idx)
+		return -ENOMEM;
+	fl->idx_cap = nc;
+	for (i = 0; i < fl->n; i++) {
+		s = &fl->v[i];
+		h = ps_hash_bytes(&fl->pool[s->off], s->depth * sizeof(*fl->pool));
+		for (j = (uint32_t)h & (nc - 1); fl->idx[j]; j = (j + 1) & (nc - 1))
+			;
+		fl->idx[j] = i + 1;
+	}
+	return 0;
+}
+
+static int
+flat_print(const struct ps_fold *f, const struct flat *fl, int64_t div, struct ps_buf *out)
+{
+	const struct flat_stack *s;
 	uint32_t i, d;
+	int64_t val;
 	int rc;
 
-	for (i = 0; i < f->n; i++) {
-		e = &f->e[i];
-		val = vals ? vals[i][v] : e->v[v];
-		if (div > 1)
-			val = (val + div / 2) / div;
+	for (i = 0; i < fl->n; i++) {
+		s = &fl->v[i];
+		val = div > 1 ? (s->val + div / 2) / div : s->val;
 		if (val <= 0)
 			continue;
-		for (d = e->depth; d > 0; d--) {
-			rc = ps_buf_puts(out, f->names[f->frames[e->frames + d - 1]]);
+		for (d = s->depth; d > 0; d--) {
+			rc = ps_buf_puts(out, f->names[fl->pool[s->off + d - 1]]);
 			if (!rc)
 				rc = ps_buf_puts(out, d > 1 ? ";" : "");
 			if (rc)
@@ -320,4 +649,33 @@ ps_fold_folded(const struct ps_fold *f, const int64_t (*vals)[PS_F_NVALUES], int
 			return rc;
 	}
 	return 0;
+}
+
+int
+ps_fold_folded(const struct ps_fold *f, const int64_t (*vals)[PS_F_NVALUES], int v,
+	       int64_t div, struct ps_buf *out)
+{
+	uint32_t lab[(PS_MAX_DEPTH + 1) * PS_MAX_INLINE], depth, i;
+	struct flat fl = { 0 };
+	int64_t val;
+	int rc = -ENOMEM;
+
+	fl.idx_cap = 256;
+	fl.idx = calloc(fl.idx_cap, sizeof(*fl.idx));
+	if (!fl.idx)
+		goto out;
+	for (i = 0; i < f->n; i++) {
+		val = vals ? vals[i][v] : f->e[i].v[v];
+		if (val == 0)
+			continue;
+		depth = labels_of(f, &f->e[i], lab, PS_ARRAY_LEN(lab));
+		if (flat_add(&fl, lab, depth, val))
+			goto out;
+	}
+	rc = flat_print(f, &fl, div, out);
+out:
+	free(fl.idx);
+	free(fl.v);
+	free(fl.pool);
+	return rc;
 }

@@ -1,12 +1,26 @@
-/* fold.h -- stacks folded by function name: the hand-off between the
+/* fold.h -- the uploader's model of the profile: the hand-off between the
  * shim's raw tables and every output format.
  *
  * The shim stores raw instruction pointers; the uploader maps each stack
- * table slot once to a folded stack (function names, the shim's own frames
- * dropped), merging slots whose stacks differ only in addresses inside the
- * same functions.  Each export pass then recomputes the counters of every
- * folded stack from the (cumulative) tables, and the outputs -- folded
- * text, pprof -- are written from the fold.
+ * table slot once to an entry: a stack of locations, leaf first, the
+ * shim's own frames dropped.  A location is one distinct address (the
+ * interrupted instruction, or a call instruction: the unwinder already
+ * subtracted one from return addresses), with the segment of the object
+ * that holds it (a mapping), its function-level name from the symbol table,
+ * and its source lines from DWARF: one line per inlined function,
+ * innermost first, as pprof's Location.line wants them.  Each export pass
+ * then recomputes the counters of every entry from the (cumulative)
+ * tables, and the outputs -- folded text, pprof -- are written from here.
+ *
+ * Source lines cost up to ~1 ms per address on large LTO binaries, so they
+ * are looked up once per location, with a time budget per pass; a location
+ * still waiting, or past the DWARF memory cap, has one line that names its
+ * function (line 0), and the profile's comments count them.
+ *
+ * Folded text is function-level: the stacks of function names (inlined
+ * functions included) that Pyroscope's flame graph shows for the pprof,
+ * lines that differ only in addresses merged; with `folded_lines`, frames
+ * are "func (file:line)".
  *
  * Context: uploader thread only (or the exiting thread holding the export
  * lock); allocates with malloc (guard held, so unsampled).  Every array has
@@ -33,32 +47,86 @@ enum {
 };
 
 struct ps_fold_entry {
-	uint32_t frames;     /* index into frames[], leaf first */
+	uint32_t frames;     /* index into frames[] (location ids), leaf first */
 	uint32_t depth;
 	int64_t v[PS_F_NVALUES];
+};
+
+#define PS_FOLD_NPSEUDO 4   /* pseudo-frames: see fold.c */
+
+/* A distinct address.  Pseudo-frames ("[truncated]", "[pyroshim: ...]")
+ * are locations with address 0 and no mapping. */
+struct ps_fold_loc {
+	uintptr_t addr;
+	uint32_t map;        /* mapping index + 1; 0: none */
+	uint32_t sym;        /* function-level name id (names[]) */
+	uint32_t line0;      /* lines[line0 .. line0 + nlines), innermost first */
+	uint16_t nlines;     /* >= 1 */
+	uint8_t resolved;    /* DWARF asked (or not to be asked) */
+};
+
+struct ps_fold_line {
+	uint32_t func;       /* index into funcs[] */
+	int32_t line;        /* 0: unknown */
+	uint32_t label;      /* name id of its frame in folded text */
+};
+
+struct ps_fold_func {
+	uint32_t name, system_name, file;   /* name ids; file 0 = "" */
+	int32_t start_line;
+};
+
+struct ps_fold_map {
+	uintptr_t start, limit;
+	uint64_t offset;
+	uint32_t file, build_id;            /* name ids */
+	uint8_t has_lines;                  /* DWARF found for this object */
 };
 
 struct ps_symbols;
 
 struct ps_fold {
 	struct ps_symbols *syms;       /* owned */
-	char **names;                  /* interned function names, owned */
+	char **names;                  /* interned strings, owned; names[0] = "" */
 	uint32_t nnames, names_cap;
 	uint32_t *name_index;          /* open addressing: name id + 1 */
 	uint32_t name_index_cap;
-	struct ps_fold_entry *e;       /* folded stacks */
+	struct ps_fold_entry *e;       /* stacks of locations */
 	uint32_t n, cap;
 	uint32_t *entry_index;         /* open addressing: entry + 1 */
 	uint32_t entry_index_cap;
-	uint32_t *frames;              /* name ids of all entries */
+	uint32_t *frames;              /* location ids of all entries */
 	uint32_t nframes, frames_cap;
+	struct ps_fold_loc *locs;      /* locations */
+	uint32_t nlocs, locs_cap;
+	uint32_t *loc_index;           /* open addressing by address: loc + 1 */
+	uint32_t loc_index_cap;
+	struct ps_fold_line *lines;
+	uint32_t nlines, lines_cap;
+	struct ps_fold_func *funcs;
+	uint32_t nfuncs, funcs_cap;
+	uint32_t *func_index;          /* open addressing: func + 1 */
+	uint32_t func_index_cap;
+	struct ps_fold_map *maps;
+	uint32_t nmaps, maps_cap;
+	uint32_t pseudo[PS_FOLD_NPSEUDO];  /* pseudo-frame location ids + 1 */
+	uint32_t resolve_from;         /* locations before it all resolved */
 	uint32_t *slot_map;            /* stacktab slot -> entry + 1; 0 = not yet */
 	uint32_t nslots;
+	int folded_lines;              /* folded frames are "func (file:line)" */
+	uint64_t dwarf_budget_ns;      /* DWARF time per pass; 0: no source lines */
+	uint32_t unresolved;           /* locations still without DWARF lines */
 	uint64_t dropped;              /* slots that did not fit the fold */
 };
 
 /* Returns 0, -ENOMEM.  skip_lo/skip_hi: the shim's own address range. */
 int ps_fold_init(struct ps_fold *f, uint32_t nslots, uintptr_t skip_lo, uintptr_t skip_hi) PS_WUR;
+
+/* Options, from the configuration.  dwarf_memory: bytes libdw may hold
+ * (PYROSCOPE_DWARF_MEMORY; 0: function-level only); budget_ns: DWARF
+ * look-up time per pass.  Returns 0 or -ENOMEM. */
+int ps_fold_configure(struct ps_fold *f, int folded_lines, uint64_t dwarf_memory,
+		      uint64_t budget_ns) PS_WUR;
 
 /* Map new slots and recompute every counter from the tables (lt may be
  * NULL).  Returns 0 or -ENOMEM (the pass is then partial, and says so). */

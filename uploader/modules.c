@@ -45,6 +45,7 @@ module_free(struct ps_module *m)
 {
 	free(m->path);
 	free(m->base);
+	free(m->shown);
 	free(m->phdr);
 	ps_symtab_free(&m->tab);
 }
@@ -81,23 +82,27 @@ module_names(struct ps_module *m, const char *name, int first)
 		 * the working directory. */
 		m->path = NULL;
 		m->base = strdup(name);
+		m->shown = strdup(strstr(name, "vdso") ? "[vdso]" : name);
 		m->state = PS_MOD_NOFILE;
-		return m->base ? 0 : -ENOMEM;
+		return m->base && m->shown ? 0 : -ENOMEM;
 	} else if (name[0]) {
 		m->path = strdup(name);
 		m->base = dup_basename(name);
+		m->shown = strdup(name);
 	} else if (first) {
 		n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 		exe[n > 0 ? n : 0] = '\0';
 		m->path = strdup("/proc/self/exe");
 		m->base = dup_basename(n > 0 ? exe : "[exe]");
+		m->shown = strdup(n > 0 ? exe : "[exe]");
 	} else {
 		m->path = NULL;
 		m->base = strdup("[anon]");
+		m->shown = strdup("[anon]");
 		m->state = PS_MOD_NOFILE;
-		return m->base ? 0 : -ENOMEM;
+		return m->base && m->shown ? 0 : -ENOMEM;
 	}
-	return m->path && m->base ? 0 : -ENOMEM;
+	return m->path && m->base && m->shown ? 0 : -ENOMEM;
 }
 
 struct scan {

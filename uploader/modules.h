@@ -24,6 +24,9 @@ struct ps_module {
 	uintptr_t bias;         /* dlpi_addr: runtime - link-time address */
 	char *path;             /* owned; file to read, NULL if none */
 	char *base;             /* owned; shown in "base+0xoff" */
+	char *shown;            /* owned; the object's name in a profile's
+				 * Mapping: its file ("/proc/self/exe" resolved),
+				 * or "[vdso]", "[anon]" when it has none */
 	ElfW(Phdr) *phdr;       /* owned copy; NULL: do not check the file */
 	uint32_t phnum;
 	int state;              /* PS_MOD_*; tab is filled when PS_MOD_READY */

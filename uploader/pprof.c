@@ -26,6 +26,7 @@
 
 #include <pb_encode.h>
 
+#include "common/hash.h"
 #include "uploader/gzip.h"
 #include "profile.pb.h"
 
@@ -117,16 +118,6 @@ struct strtab {
 	uint32_t mask;          /* slots - 1, slots a power of two > 2 * max */
 };
 
-static uint64_t
-str_hash(const char *s, size_t n)
-{
-	uint64_t h = 0xcbf29ce484222325ull;     /* FNV-1a */
-
-	while (n-- > 0)
-		h = (h ^ (unsigned char)*s++) * 0x100000001b3ull;
-	return h;
-}
-
 static int
 strtab_init(struct strtab *t, size_t max)
 {
@@ -175,7 +166,7 @@ strtab_add(struct strtab *t, const char *s, int64_t *idx)
 		(void)ps_pprof_utf8_fix(copy, len);
 		s = copy;
 	}
-	h = (uint32_t)str_hash(s, len) & t->mask;
+	h = (uint32_t)ps_hash_bytes(s, len) & t->mask;
 	for (; t->slot[h]; h = (h + 1) & t->mask) {
 		e = &t->v[t->slot[h] - 1];
 		if (e->len == len && memcmp(e->s, s, len) == 0) {
@@ -215,16 +206,38 @@ static bool
 samples_ok(const struct ps_pprof_desc *d)
 {
 	const struct ps_pprof_sample *s;
-	size_t i, j;
+	size_t i, j, nlocs = d->locations ? d->nlocations : d->nfuncs;
 
 	if (d->nsamples > 0 && !d->samples)
 		return false;
 	for (i = 0; i < d->nsamples; i++) {
 		s = &d->samples[i];
-		if (!s->values || (s->depth > 0 && !s->funcs))
+		if (!s->values || (s->depth > 0 && !s->locs))
 			return false;
 		for (j = 0; j < s->depth; j++)
-			if (s->funcs[j] >= d->nfuncs)
+			if (s->locs[j] >= nlocs)
+				return false;
+	}
+	return true;
+}
+
+static bool
+locations_ok(const struct ps_pprof_desc *d)
+{
+	const struct ps_pprof_location *l;
+	size_t i, j;
+
+	if (d->nmappings > 0 && !d->mappings)
+		return false;
+	for (i = 0; i < d->nmappings; i++)
+		if (!d->mappings[i].file)
+			return false;
+	for (i = 0; d->locations && i < d->nlocations; i++) {
+		l = &d->locations[i];
+		if (l->mapping > d->nmappings || (l->nlines > 0 && !l->lines))
+			return false;
+		for (j = 0; j < l->nlines; j++)
+			if (l->lines[j].func >= d->nfuncs)
 				return false;
 	}
 	return true;
@@ -267,7 +280,11 @@ check_desc(const struct ps_pprof_desc *d)
 	if (!strings_ok(d->comments, d->ncomments) ||
 	    !strings_ok(d->funcs, d->nfuncs))
 		return -EINVAL;
-	if (!samples_ok(d) || !labels_ok(d) || !default_type_ok(d))
+	if (d->func_system_names && !strings_ok(d->func_system_names, d->nfuncs))
+		return -EINVAL;
+	if (d->func_files && !strings_ok(d->func_files, d->nfuncs))
+		return -EINVAL;
+	if (!samples_ok(d) || !locations_ok(d) || !labels_ok(d) || !default_type_ok(d))
 		return -EINVAL;
 	return 0;
 }
@@ -282,6 +299,9 @@ struct enc {
 	int64_t default_type;
 	int64_t *comment;                       /* ncomments */
 	int64_t *fname;                         /* nfuncs */
+	int64_t *fsys;                          /* nfuncs */
+	int64_t *ffile;                         /* nfuncs */
+	int64_t *mfile, *mbuild;                /* nmappings */
 	perftools_profiles_Label *labels;       /* nlabels */
 	struct ps_gzip gz;
 };
@@ -294,10 +314,10 @@ strings_needed(const struct ps_pprof_desc *d)
 
 	/* Each term is checked first so that the sum cannot wrap. */
 	if (d->nvalues > cap || d->ncomments > cap || d->nfuncs > cap ||
-	    d->nlabels > cap)
+	    d->nlabels > cap || d->nmappings > cap)
 		return 0;
-	cap = 1 + 2 * d->nvalues + 2 + 1 + d->ncomments + d->nfuncs +
-	      2 * d->nlabels;
+	cap = 1 + 2 * d->nvalues + 2 + 1 + d->ncomments + 3 * d->nfuncs +
+	      2 * d->nlabels + 2 * d->nmappings;
 	return cap > PS_PPROF_MAX_STRINGS ? 0 : cap;
 }
 
@@ -337,6 +357,31 @@ intern_types(struct enc *e)
 	return rc;
 }
 
+/* Function system names and files, mapping files and build IDs: each
+ * optional, "" when absent. */
+static int
+intern_details(struct enc *e)
+{
+	const struct ps_pprof_desc *d = e->d;
+	const struct ps_pprof_mapping *m;
+	size_t i;
+	int rc = 0;
+
+	for (i = 0; i < d->nfuncs && !rc; i++) {
+		rc = strtab_add(&e->st, d->func_system_names ? d->func_system_names[i] : d->funcs[i],
+				&e->fsys[i]);
+		if (!rc)
+			rc = strtab_add(&e->st, d->func_files ? d->func_files[i] : "", &e->ffile[i]);
+	}
+	for (i = 0; i < d->nmappings && !rc; i++) {
+		m = &d->mappings[i];
+		rc = strtab_add(&e->st, m->file, &e->mfile[i]);
+		if (!rc)
+			rc = strtab_add(&e->st, m->build_id ? m->build_id : "", &e->mbuild[i]);
+	}
+	return rc;
+}
+
 static int
 intern_labels(struct enc *e)
 {
@@ -370,8 +415,13 @@ enc_prepare(struct enc *e)
 	e->types = calloc(d->nvalues, sizeof(*e->types));
 	e->comment = calloc(d->ncomments + 1, sizeof(*e->comment));
 	e->fname = calloc(d->nfuncs + 1, sizeof(*e->fname));
+	e->fsys = calloc(d->nfuncs + 1, sizeof(*e->fsys));
+	e->ffile = calloc(d->nfuncs + 1, sizeof(*e->ffile));
+	e->mfile = calloc(d->nmappings + 1, sizeof(*e->mfile));
+	e->mbuild = calloc(d->nmappings + 1, sizeof(*e->mbuild));
 	e->labels = calloc(d->nlabels + 1, sizeof(*e->labels));
-	if (!e->types || !e->comment || !e->fname || !e->labels)
+	if (!e->types || !e->comment || !e->fname || !e->fsys || !e->ffile || !e->mfile ||
+	    !e->mbuild || !e->labels)
 		return -ENOMEM;
 	rc = strtab_add(&e->st, "", &zero);     /* string_table[0] */
 	if (!rc)
@@ -381,6 +431,8 @@ enc_prepare(struct enc *e)
 	if (!rc)
 		rc = intern_list(&e->st, d->funcs, d->nfuncs, e->fname);
 	if (!rc)
+		rc = intern_details(e);
+	if (!rc)
 		rc = intern_labels(e);
 	return rc;
 }
@@ -389,6 +441,10 @@ static void
 enc_free(struct enc *e)
 {
 	free(e->labels);
+	free(e->mbuild);
+	free(e->mfile);
+	free(e->ffile);
+	free(e->fsys);
 	free(e->fname);
 	free(e->comment);
 	free(e->types);
@@ -436,7 +492,7 @@ put_locids(pb_ostream_t *os, const struct ps_pprof_sample *s)
 	uint32_t i;
 
 	for (i = 0; i < s->depth; i++)
-		if (!pb_encode_varint(os, (uint64_t)s->funcs[i] + 1))
+		if (!pb_encode_varint(os, (uint64_t)s->locs[i] + 1))
 			return false;
 	return true;
 }
@@ -530,28 +586,68 @@ cb_sample_types(pb_ostream_t *os, const pb_field_t *field, void *const *arg)
 	return true;
 }
 
-/* The one placeholder mapping every location points at: has_functions
- * tells readers the names are already there (no symbolization). */
+/* The mappings; without any, the one placeholder every location points
+ * at: has_functions tells readers the names are already there. */
 static bool
 cb_mapping(pb_ostream_t *os, const pb_field_t *field, void *const *arg)
 {
+	const struct enc *e = *arg;
 	perftools_profiles_Mapping m = perftools_profiles_Mapping_init_zero;
+	const struct ps_pprof_mapping *pm;
+	size_t i;
 
-	(void)arg;
-	m.id = MAPPING_ID;
-	m.has_functions = true;
-	return pb_encode_tag_for_field(os, field) &&
-	       pb_encode_submessage(os, perftools_profiles_Mapping_fields, &m);
+	if (e->d->nmappings == 0) {
+		m.id = MAPPING_ID;
+		m.has_functions = true;
+		return pb_encode_tag_for_field(os, field) &&
+		       pb_encode_submessage(os, perftools_profiles_Mapping_fields, &m);
+	}
+	for (i = 0; i < e->d->nmappings; i++) {
+		pm = &e->d->mappings[i];
+		m.id = i + 1;
+		m.memory_start = pm->start;
+		m.memory_limit = pm->limit;
+		m.file_offset = pm->offset;
+		m.filename = e->mfile[i];
+		m.build_id = e->mbuild[i];
+		m.has_functions = pm->has_functions;
+		m.has_filenames = pm->has_filenames;
+		m.has_line_numbers = pm->has_line_numbers;
+		m.has_inline_frames = pm->has_inline_frames;
+		if (!pb_encode_tag_for_field(os, field) ||
+		    !pb_encode_submessage(os, perftools_profiles_Mapping_fields, &m))
+			return false;
+	}
+	return true;
 }
+
+/* A location's lines: arg is the location (NULL: function-level, whose
+ * one line names the function with the location's own id). */
+struct line_arg {
+	const struct ps_pprof_location *loc;
+	uint64_t func_id;
+};
 
 static bool
 cb_line(pb_ostream_t *os, const pb_field_t *field, void *const *arg)
 {
+	const struct line_arg *a = *arg;
 	perftools_profiles_Line line = perftools_profiles_Line_init_zero;
+	uint32_t i;
 
-	line.function_id = *(const uint64_t *)*arg;
-	return pb_encode_tag_for_field(os, field) &&
-	       pb_encode_submessage(os, perftools_profiles_Line_fields, &line);
+	if (!a->loc) {
+		line.function_id = a->func_id;
+		return pb_encode_tag_for_field(os, field) &&
+		       pb_encode_submessage(os, perftools_profiles_Line_fields, &line);
+	}
+	for (i = 0; i < a->loc->nlines; i++) {
+		line.function_id = (uint64_t)a->loc->lines[i].func + 1;
+		line.line = a->loc->lines[i].line;
+		if (!pb_encode_tag_for_field(os, field) ||
+		    !pb_encode_submessage(os, perftools_profiles_Line_fields, &line))
+			return false;
+	}
+	return true;
 }
 
 static bool
@@ -559,13 +655,22 @@ cb_locations(pb_ostream_t *os, const pb_field_t *field, void *const *arg)
 {
 	const struct enc *e = *arg;
 	perftools_profiles_Location loc = perftools_profiles_Location_init_zero;
-	size_t i;
+	struct line_arg a = { NULL, 0 };
+	size_t i, n = e->d->locations ? e->d->nlocations : e->d->nfuncs;
 
-	loc.mapping_id = MAPPING_ID;
 	loc.line.funcs.encode = cb_line;
-	loc.line.arg = &loc.id;         /* Line.function_id == Location.id */
-	for (i = 0; i < e->d->nfuncs; i++) {
+	loc.line.arg = &a;
+	for (i = 0; i < n; i++) {
 		loc.id = i + 1;
+		if (e->d->locations) {
+			a.loc = &e->d->locations[i];
+			loc.mapping_id = a.loc->mapping;
+			loc.address = a.loc->address;
+		} else {
+			/* Function-level: Line.function_id == Location.id. */
+			a.func_id = i + 1;
+			loc.mapping_id = MAPPING_ID;
+		}
 		if (!pb_encode_tag_for_field(os, field) ||
 		    !pb_encode_submessage(os, perftools_profiles_Location_fields, &loc))
 			return false;
@@ -583,7 +688,9 @@ cb_functions(pb_ostream_t *os, const pb_field_t *field, void *const *arg)
 	for (i = 0; i < e->d->nfuncs; i++) {
 		fn.id = i + 1;
 		fn.name = e->fname[i];
-		fn.system_name = e->fname[i];
+		fn.system_name = e->fsys[i];
+		fn.filename = e->ffile[i];
+		fn.start_line = e->d->func_start_lines ? e->d->func_start_lines[i] : 0;
 		if (!pb_encode_tag_for_field(os, field) ||
 		    !pb_encode_submessage(os, perftools_profiles_Function_fields, &fn))
 			return false;
@@ -634,7 +741,7 @@ fill_profile(perftools_profiles_Profile *p, struct enc *e)
 	p->function.funcs.encode = cb_functions;
 	p->string_table.funcs.encode = cb_strings;
 	p->comment.funcs.encode = cb_comments;
-	p->sample_type.arg = p->sample.arg = p->location.arg = e;
+	p->sample_type.arg = p->sample.arg = p->location.arg = p->mapping.arg = e;
 	p->function.arg = p->string_table.arg = p->comment.arg = e;
 	p->time_nanos = d->time_nanos;
 	p->duration_nanos = d->duration_nanos;

@@ -2,14 +2,13 @@
  * (google/pprof proto/profile.proto, see uploader/profile.proto).
  *
  * The caller describes the profile with plain arrays (struct
- * ps_pprof_desc): sample types, function names, and samples that are
- * stacks of function indexes with one value per sample type.  Functions
- * are the unit of a stack here (the fold has already merged addresses), so
- * the encoder emits one Function and one Location per name, with
- * Location.id == Function.id == index + 1, address 0, and one Line.  All
- * locations point at a single placeholder Mapping (id 1, has_functions
- * set) so that readers neither try to symbolize nor print location lines
- * without "M=".
+ * ps_pprof_desc): sample types, functions, locations, mappings, and
+ * samples that are stacks of location indexes with one value per sample
+ * type.  Ids are indexes + 1 (Function.id, Location.id, Mapping.id).
+ * Without locations the profile is function-level: function i is also
+ * location i + 1, at address 0 with one Line, and every location points at
+ * one placeholder Mapping (id 1, has_functions set), so that readers
+ * neither try to symbolize nor print location lines without "M=".
  *
  * Strings: every string goes through one deduplicated string table whose
  * entry 0 is "".  Pyroscope rejects a profile with invalid UTF-8, so bytes
@@ -44,10 +43,31 @@
 #define PS_PPROF_MAX_STRINGS (1u << 22)
 
 struct ps_pprof_sample {
-	const uint32_t *funcs;   /* indexes into desc->funcs, LEAF FIRST;
-				  * may be NULL when depth is 0 */
+	const uint32_t *locs;    /* indexes into desc->locations (into
+				  * desc->funcs when there are none), LEAF
+				  * FIRST; may be NULL when depth is 0 */
 	uint32_t depth;
 	const int64_t *values;   /* desc->nvalues values */
+};
+
+/* One object segment, as /proc/PID/maps shows it. */
+struct ps_pprof_mapping {
+	uint64_t start, limit, offset;
+	const char *file;          /* required */
+	const char *build_id;      /* hex, or NULL */
+	int has_functions, has_filenames, has_line_numbers, has_inline_frames;
+};
+
+struct ps_pprof_line {
+	uint32_t func;             /* index into desc->funcs */
+	int64_t line;              /* 0: unknown */
+};
+
+struct ps_pprof_location {
+	uint64_t address;          /* runtime address; 0 for a pseudo-frame */
+	uint32_t mapping;          /* index into desc->mappings + 1; 0: none */
+	const struct ps_pprof_line *lines;   /* innermost inlined first */
+	uint32_t nlines;
 };
 
 /* A string label; both strings are required (non-NULL). */
@@ -76,6 +96,17 @@ struct ps_pprof_desc {
 	size_t ncomments;
 	const char *const *funcs;             /* function names, id = index + 1 */
 	size_t nfuncs;
+	/* Per function, parallel to funcs; each array may be NULL: the
+	 * mangled name (default: the name), the source file (default: none),
+	 * the first line (default: 0). */
+	const char *const *func_system_names;
+	const char *const *func_files;
+	const int64_t *func_start_lines;
+	/* NULL/0: function-level, as described at the top. */
+	const struct ps_pprof_location *locations;
+	size_t nlocations;
+	const struct ps_pprof_mapping *mappings;   /* NULL/0: the placeholder */
+	size_t nmappings;
 	const struct ps_pprof_sample *samples;
 	size_t nsamples;
 	/* String labels put on EVERY sample (e.g. span_id, trace_id).  A key
@@ -92,7 +123,8 @@ struct ps_pprof_desc {
  * Returns:
  *   0        the whole gzip member was appended to out;
  *   -EINVAL  bad description: NULL pointer where a string or array is
- *            required, nvalues == 0, a function index >= nfuncs, or a
+ *            required, nvalues == 0, an index out of its array (sample
+ *            location, location mapping, line function), or a
  *            default_sample_type that is not among type_names;
  *   -E2BIG   the compressed profile would pass out->cap, or more than
  *            PS_PPROF_MAX_STRINGS distinct strings;

@@ -17,10 +17,14 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/buf.h"
+#include "common/hash.h"
+#include "uploader/dwarf.h"
 #include "uploader/elf.h"
 #include "uploader/modules.h"
 
@@ -45,6 +49,8 @@ struct ps_symbols {
 	uint32_t nslots, count; /* count: IPs cached */
 	struct ps_buf pool;     /* cached names, cap MAX_POOL */
 	demangle_fn demangle;   /* NULL until the process has a C++ runtime */
+	struct ps_dwarf *dwarf; /* owned; NULL: no source lines */
+	struct ps_buf src;      /* strings of the last ps_symbols_source */
 	struct ps_symbols_stats st;
 	char scratch[MAX_NAME]; /* the result being built */
 };
@@ -71,25 +77,6 @@ find_module(struct ps_symbols *s, uintptr_t ip)
 
 /* ---- IP cache ----------------------------------------------------- */
 
-static uint64_t
-mix(uint64_t x)
-{
-	x ^= x >> 33;
-	x *= 0xff51afd7ed558ccdull;
-	x ^= x >> 33;
-	return x;
-}
-
-static uint64_t
-hash_str(const char *p)
-{
-	uint64_t h = 0xcbf29ce484222325ull;
-
-	while (*p)
-		h = (h ^ (uint8_t)*p++) * 0x100000001b3ull;
-	return h;
-}
-
 static void
 cache_clear(struct ps_symbols *s)
 {
@@ -105,7 +92,7 @@ ip_slot(const struct ipent *ips, uint32_t n, uintptr_t ip)
 {
 	uint32_t i;
 
-	for (i = mix(ip) & (n - 1); ips[i].name; i = (i + 1) & (n - 1))
+	for (i = ps_hash_mix(ip) & (n - 1); ips[i].name; i = (i + 1) & (n - 1))
 		if (ips[i].ip == ip)
 			break;
 	return i;
@@ -118,7 +105,7 @@ name_slot(const uint32_t *in, uint32_t n, const uint8_t *pool, const char *name)
 {
 	uint32_t i;
 
-	for (i = hash_str(name) & (n - 1); in[i]; i = (i + 1) & (n - 1))
+	for (i = ps_hash_bytes(name, strlen(name)) & (n - 1); in[i]; i = (i + 1) & (n - 1))
 		if (strcmp((const char *)pool + in[i] - 1, name) == 0)
 			break;
 	return i;
@@ -256,9 +243,10 @@ put_func(struct ps_symbols *s, const char *raw)
 	copy_out(s->scratch, sizeof(s->scratch), d && status == 0 ? d : raw);
 	free(d);
 	/* A .symtab names versioned definitions "name@@GLIBC_2.34": the
-	 * function is "name", as in .dynsym and in every other profiler. */
+	 * function is "name", as in .dynsym and in every other profiler.
+	 * "name@plt" (elf.c's PLT stubs) is kept. */
 	at = strchr(s->scratch, '@');
-	if (at && at != s->scratch)
+	if (at && at != s->scratch && strcmp(at, "@plt") != 0)
 		*at = '\0';
 }
 
@@ -295,6 +283,24 @@ resolve(struct ps_symbols *s, struct ps_module *m, uintptr_t ip)
 	return PS_SYM_UNKNOWN;
 }
 
+/* Name ip, which m contains, into s->scratch through the IP cache.
+ * Returns PS_SYM_*. */
+static int
+resolve_cached(struct ps_symbols *s, struct ps_module *m, uintptr_t ip)
+{
+	const struct ipent *e = cache_find(s, ip);
+	int kind;
+
+	if (e) {
+		s->st.cache_hits++;
+		copy_out(s->scratch, sizeof(s->scratch), (char *)s->pool.data + e->name - 1);
+		return (int)e->kind;
+	}
+	kind = resolve(s, m, ip);
+	cache_put(s, ip, s->scratch, kind);
+	return kind;
+}
+
 /* ---- public ------------------------------------------------------- */
 
 int
@@ -308,6 +314,7 @@ ps_symbols_new(struct ps_symbols **out, uintptr_t skip_lo, uintptr_t skip_hi)
 	s->skip_hi = skip_hi;
 	s->mods.stale = 1;
 	s->pool = (struct ps_buf)PS_BUF_INIT(MAX_POOL);
+	s->src = (struct ps_buf)PS_BUF_INIT(PS_MAX_INLINE * 3 * MAX_NAME);
 	if (cache_resize(s, MIN_IP_SLOTS) < 0) {
 		free(s);
 		return -ENOMEM;
@@ -322,6 +329,8 @@ ps_symbols_free(struct ps_symbols *s)
 	if (!s)
 		return;
 	ps_modules_free(&s->mods);
+	ps_dwarf_free(s->dwarf);
+	ps_buf_free(&s->src);
 	free(s->ips);
 	free(s->interned);
 	ps_buf_free(&s->pool);
@@ -355,8 +364,7 @@ ps_symbols_lookup(struct ps_symbols *s, uintptr_t ip, char *buf, size_t len)
 		copy_out(buf, len, s->scratch);
 		return PS_SYM_UNKNOWN;
 	}
-	kind = resolve(s, m, ip);
-	cache_put(s, ip, s->scratch, kind);
+	kind = resolve_cached(s, m, ip);
 	copy_out(buf, len, s->scratch);
 	return kind;
 }
@@ -374,7 +382,120 @@ void
 ps_symbols_get_stats(const struct ps_symbols *s, struct ps_symbols_stats *st)
 {
 	*st = s->st;
+	st->dwarf_over_cap = s->dwarf ? ps_dwarf_over_cap(s->dwarf) : 0;
 	st->modules = s->mods.n;
 	st->scans = s->mods.scans;
 	st->cached = s->count;
+}
+
+int
+ps_symbols_use_dwarf(struct ps_symbols *s, uint64_t mem_cap)
+{
+	if (s->dwarf || mem_cap == 0)
+		return 0;
+	return ps_dwarf_new(&s->dwarf, mem_cap);
+}
+
+/* Append str (NUL included) to s->src; its offset, or -1 when full. */
+static int64_t
+src_put(struct ps_symbols *s, const char *str)
+{
+	size_t off = s->src.len;
+
+	if (ps_buf_append(&s->src, str, strlen(str) + 1) < 0)
+		return -1;
+	return (int64_t)off;
+}
+
+/* A DWARF frame's names into s->src: demangled name, system name. */
+static void
+src_names(struct ps_symbols *s, const struct ps_dwarf_frame *df, int64_t *name, int64_t *sys)
+{
+	if (df->linkage) {
+		put_func(s, df->linkage);
+		*name = src_put(s, s->scratch);
+		*sys = src_put(s, df->linkage);
+	} else {
+		*name = *sys = src_put(s, df->name);
+	}
+}
+
+int
+ps_symbols_source(struct ps_symbols *s, uintptr_t ip, struct ps_src_frame *out, int max)
+{
+	struct ps_dwarf_frame df[PS_MAX_INLINE];
+	int64_t off[PS_MAX_INLINE][3];
+	struct ps_module *m;
+	int n, i;
+
+	if (!s || !out || max <= 0)
+		return -EINVAL;
+	if (!s->dwarf || (ip >= s->skip_lo && ip < s->skip_hi))
+		return 0;
+	m = find_module(s, ip);
+	/* Only code that a symbol names: elsewhere (PLT stubs included)
+	 * libdw may answer with the nearest line of some other function. */
+	if (!m || !m->path || resolve_cached(s, m, ip) != PS_SYM_FUNC || strstr(s->scratch, "@plt"))
+		return 0;
+	s->st.src_lookups++;
+	n = ps_dwarf_lookup(s->dwarf, m->path, m->bias, ip, df,
+			    max < PS_MAX_INLINE ? max : PS_MAX_INLINE);
+	if (n <= 0)
+		return n;
+	ps_buf_reset(&s->src);
+	for (i = 0; i < n; i++) {
+		if (i == n - 1 && resolve_cached(s, m, ip) == PS_SYM_FUNC) {
+			/* The function that holds the code: the symbol's name. */
+			off[i][0] = src_put(s, s->scratch);
+			off[i][1] = df[i].linkage ? src_put(s, df[i].linkage) : off[i][0];
+		} else {
+			src_names(s, &df[i], &off[i][0], &off[i][1]);
+		}
+		off[i][2] = src_put(s, df[i].file);
+		if (off[i][0] < 0 || off[i][1] < 0 || off[i][2] < 0)
+			return 0;
+	}
+	/* Pointers only now: the buffer may have moved while it grew. */
+	for (i = 0; i < n; i++) {
+		out[i].name = (const char *)s->src.data + off[i][0];
+		out[i].system_name = (const char *)s->src.data + off[i][1];
+		out[i].file = (const char *)s->src.data + off[i][2];
+		out[i].line = df[i].line;
+		out[i].start_line = df[i].decl_line;
+	}
+	return n;
+}
+
+int
+ps_symbols_mapping(struct ps_symbols *s, uintptr_t ip, struct ps_map_info *out)
+{
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), lo;
+	const ElfW(Phdr) *ph;
+	struct ps_module *m;
+	uint32_t i;
+
+	if (!s || !out)
+		return -EINVAL;
+	m = find_module(s, ip);
+	if (!m)
+		return -ENOENT;
+	if (m->state == PS_MOD_NEW)
+		load_module(s, m);
+	memset(out, 0, sizeof(*out));
+	out->start = m->lo;
+	out->limit = m->hi;
+	for (i = 0; m->phdr && i < m->phnum; i++) {
+		ph = &m->phdr[i];
+		lo = m->bias + ph->p_vaddr;
+		if (ph->p_type != PT_LOAD || ip < lo || ip - lo >= ph->p_memsz)
+			continue;
+		out->start = lo & ~(page - 1);
+		out->limit = (lo + ph->p_memsz + page - 1) & ~(page - 1);
+		out->offset = ph->p_offset & ~(uint64_t)(page - 1);
+		break;
+	}
+	out->file = m->shown;
+	for (i = 0; i < m->tab.build_id_len; i++)
+		snprintf(out->build_id + 2 * i, 3, "%02x", m->tab.build_id[i]);
+	return 0;
 }

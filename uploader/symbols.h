@@ -42,6 +42,8 @@ struct ps_symbols_stats {
 	uint64_t scans;       /* dl_iterate_phdr walks of the object list */
 	uint64_t files;       /* ELF files read */
 	uint64_t flushes;     /* IP cache emptied because it was full */
+	uint64_t src_lookups; /* DWARF look-ups (ps_symbols_source) */
+	int dwarf_over_cap;   /* the DWARF memory cap stopped look-ups */
 	uint32_t modules;     /* objects known now */
 	uint32_t cached;      /* IPs cached now */
 };
@@ -75,6 +77,47 @@ void ps_symbols_free(struct ps_symbols *s);
  * Context: the owner, uploader thread; takes the loader lock, reads files,
  * allocates. */
 int ps_symbols_lookup(struct ps_symbols *s, uintptr_t ip, char *buf, size_t len);
+
+/* Look source lines up in DWARF (uploader/dwarf.h) from now on, letting
+ * libdw's memory grow by at most mem_cap bytes (0: never).  Off until
+ * called, so that a cache made only for names loads no debug information.
+ * Returns 0 or -ENOMEM.  Context: the owner. */
+int ps_symbols_use_dwarf(struct ps_symbols *s, uint64_t mem_cap) PS_WUR;
+
+/* One frame of source: a function and a line in it. */
+struct ps_src_frame {
+	const char *name;          /* demangled, as ps_symbols_lookup names */
+	const char *system_name;   /* the mangled (linkage) name, or name */
+	const char *file;          /* source file, "" if unknown */
+	int line;                  /* 0 if unknown */
+	int start_line;            /* the function's first line, 0 if unknown */
+};
+
+/* Most frames one instruction can stand for (inlined functions + 1). */
+#define PS_MAX_INLINE 16
+
+/* The source frames of the instruction at ip, innermost inlined function
+ * first and the function that holds the code last (named as
+ * ps_symbols_lookup names it, so function-level views agree).  The
+ * strings stay valid until the next call on s.
+ * Returns the number of frames (<= max); 0 when there is no line
+ * information (no DWARF, ps_symbols_use_dwarf not called, the cap
+ * reached, or ip in no object); -EINVAL on bad arguments.
+ * Context: the owner, uploader; reads files, allocates. */
+int ps_symbols_source(struct ps_symbols *s, uintptr_t ip, struct ps_src_frame *out, int max);
+
+/* The mapped segment that holds ip, as /proc/PID/maps shows it. */
+struct ps_map_info {
+	uintptr_t start, limit;    /* page-aligned runtime range */
+	uint64_t offset;           /* file offset of start */
+	const char *file;          /* object file, or "[vdso]", "[anon]" */
+	char build_id[129];        /* GNU build ID in lowercase hex, "" if none */
+};
+
+/* Describe the segment of the object that contains ip.  file stays valid
+ * until the next call on s.  Returns 0, -ENOENT (ip in no known object),
+ * -EINVAL.  Context: the owner, uploader. */
+int ps_symbols_mapping(struct ps_symbols *s, uintptr_t ip, struct ps_map_info *out);
 
 /* Objects were loaded or unloaded (dlopen, dlclose): forget the IP cache and
  * re-read the object list at the next lookup.  Symbol tables of objects that

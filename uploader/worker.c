@@ -29,6 +29,9 @@
 
 enum { REQ_NONE, REQ_FINAL, REQ_EXEC };
 #define MAX_ARGS 256
+/* The loop's stack: libdw walks DWARF scopes recursively (uploader/dwarf.c).
+ * Reserved, not touched: only what is used becomes resident. */
+#define HELPER_STACK (8u << 20)
 
 /* The control block, shared between the program and the helper
  * (MAP_SHARED, so semaphores are process-shared).  The program writes the
@@ -323,11 +326,23 @@ detach_fds(int keep)
  * closed in the program.  Written by spawn_helper only. */
 static int host_pidfd = -1;
 
+/* The helper's loop, on a thread of its own: the process starts on the
+ * 32 KiB clone stack of spawn_helper(), too small for libdw's recursive
+ * walk of DWARF scopes. */
+static void *
+helper_loop(void *arg)
+{
+	loop(*(int *)arg);
+	helper_end();
+	return NULL;
+}
+
 static void
 helper_main(void)
 {
-	int pidfd = host_pidfd;
-	pthread_t sender;
+	static int pidfd;
+	pthread_attr_t attr;
+	pthread_t sender, t;
 	sigset_t all;
 
 	sigfillset(&all);
@@ -337,9 +352,15 @@ helper_main(void)
 	ps_symbols_watch(host);
 	(void)setsid();  /* the terminal's signals are for the program */
 	(void)prctl(PR_SET_NAME, "pyroshim", 0, 0, 0);
+	pidfd = host_pidfd;
 	detach_fds(pidfd);
 	if (x->remote.on && pthread_create(&sender, NULL, sender_main, NULL))
 		ps_warn("uploader: no sending thread; uploads go out at exit");
+	if (pthread_attr_init(&attr) == 0 &&
+	    pthread_attr_setstacksize(&attr, HELPER_STACK) == 0 &&
+	    pthread_create(&t, &attr, helper_loop, &pidfd) == 0)
+		(void)pthread_join(t, NULL);   /* helper_end() exits first */
+	ps_warn("uploader: no thread for the helper's loop; running on the small stack");
 	loop(pidfd);
 	helper_end();
 }
@@ -418,7 +439,7 @@ spawn_thread(void)
 	if (pthread_attr_init(&attr))
 		return -ENOMEM;
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-	pthread_attr_setstacksize(&attr, 256 * 1024);
+	pthread_attr_setstacksize(&attr, HELPER_STACK);
 	/* The thread inherits this mask: it never takes a host signal. */
 	sigfillset(&all);
 	pthread_sigmask(SIG_SETMASK, &all, &old);

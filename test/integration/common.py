@@ -64,7 +64,9 @@ def have_go():
 def pprof_raw(path):
     """Decode a pprof file with `go tool pprof -raw`.  Returns
     (sample_types, samples) where samples is a list of (values, frames)
-    with frames leaf first, as function names."""
+    with frames leaf first, as function names: a location with inlined
+    functions stands for several frames, innermost first, as Pyroscope's
+    flame graph shows them."""
     env = dict(os.environ, PPROF_TMPDIR=tempfile.gettempdir(), HOME=os.environ.get("HOME", "/tmp"))
     p = subprocess.run(["go", "tool", "pprof", "-raw", "-symbolize=none", path],
                        capture_output=True, text=True, env=env, timeout=120)
@@ -72,6 +74,7 @@ def pprof_raw(path):
         raise AssertionError("go tool pprof failed on %s: %s" % (path, p.stderr))
     lines = p.stdout.splitlines()
     types, samples, locs = [], [], {}
+    cur = None
     section = None
     raw = []
     for line in lines:
@@ -95,11 +98,20 @@ def pprof_raw(path):
             elif raw and line.strip() and not line.strip().startswith(("{", "[")):
                 pass
         elif section == "locations":
-            m = re.match(r"\s*(\d+):\s*0x[0-9a-f]+\s+M=\d+\s+(.*?)\s+\S*:\d+\s+s=\d+\s*$", line)
+            # "N: 0xADDR M=k name file:line s=start(system_name)"; the
+            # system name is printed only where it differs from the name.
+            m = re.match(r"\s*(\d+):\s*0x[0-9a-f]+\s+(?:M=\d+\s+)?(.*?)\s+\S*:\d+\s+s=\d+(?:\(.*\))?\s*$",
+                         line)
             if m:
-                locs[int(m.group(1))] = m.group(2)
+                cur = int(m.group(1))
+                locs[cur] = [m.group(2)]
+                continue
+            # The next Line of the same location: its inlined caller.
+            m = re.match(r"\s+(.*?)\s+\S*:\d+\s+s=\d+(?:\(.*\))?\s*$", line)
+            if m and cur is not None:
+                locs[cur].append(m.group(1))
     for vals, ids in raw:
-        samples.append((vals, [locs.get(i, "?%d" % i) for i in ids]))
+        samples.append((vals, [f for i in ids for f in locs.get(i, ["?%d" % i])]))
     return types, samples
 
 

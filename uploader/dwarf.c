@@ -1,0 +1,397 @@
+/* dwarf.c -- source lines and inlined frames through libdwfl.  See dwarf.h.
+ *
+ * The inlined chain.  dwfl_module_addrdie gives the compilation unit of
+ * the address, dwarf_getscopes the innermost scope that contains it.  Past
+ * an inlined instance dwarf_getscopes continues into the scopes of the
+ * abstract (out-of-line) definition, which is not the caller, so the chain
+ * is read instead with dwarf_getscopes_die on the innermost scope: the
+ * DIEs that physically enclose it, innermost first.  Each
+ * DW_TAG_inlined_subroutine there is one frame, at the current line; its
+ * DW_AT_call_file/DW_AT_call_line are the line of the next frame out; the
+ * first DW_TAG_subprogram ends the chain.  This is what eu-addr2line -i
+ * does, and what REFERENCES.md section 9 measured.
+ *
+ * Objects are reported to one Dwfl as they are first needed, keyed by
+ * (path, bias); an object whose DWARF cannot be found is remembered as
+ * such, so it is asked only once.
+ */
+#include "uploader/dwarf.h"
+
+#include <dlfcn.h>
+#include <dwarf.h>
+#include <elfutils/libdwfl.h>
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/log.h"
+
+#define MAX_OBJECTS   4096      /* objects reported; more stay function-level */
+#define RSS_EVERY     256       /* look-ups between two checks of the cap */
+#define PS_MAX_FRAMES_DW 32     /* frames of one look-up */
+
+/* libdw's entry points, resolved once by load_once(). */
+static struct {
+	Dwfl *(*begin)(const Dwfl_Callbacks *);
+	void (*end)(Dwfl *);
+	void (*report_begin_add)(Dwfl *);
+	Dwfl_Module *(*report_elf)(Dwfl *, const char *, const char *, int, GElf_Addr, bool);
+	int (*report_end)(Dwfl *, int (*)(Dwfl_Module *, void *, const char *, Dwarf_Addr, void *),
+			  void *);
+	Dwfl_Line *(*module_getsrc)(Dwfl_Module *, Dwarf_Addr);
+	const char *(*lineinfo)(Dwfl_Line *, Dwarf_Addr *, int *, int *, Dwarf_Word *, Dwarf_Word *);
+	Dwarf_Die *(*module_addrdie)(Dwfl_Module *, Dwarf_Addr, Dwarf_Addr *);
+	int (*getscopes)(Dwarf_Die *, Dwarf_Addr, Dwarf_Die **);
+	int (*getscopes_die)(Dwarf_Die *, Dwarf_Die **);
+	int (*tag)(Dwarf_Die *);
+	const char *(*diename)(Dwarf_Die *);
+	Dwarf_Attribute *(*attr)(Dwarf_Die *, unsigned int, Dwarf_Attribute *);
+	Dwarf_Attribute *(*attr_integrate)(Dwarf_Die *, unsigned int, Dwarf_Attribute *);
+	const char *(*formstring)(Dwarf_Attribute *);
+	int (*formudata)(Dwarf_Attribute *, Dwarf_Word *);
+	int (*getsrcfiles)(Dwarf_Die *, Dwarf_Files **, size_t *);
+	const char *(*filesrc)(Dwarf_Files *, size_t, Dwarf_Word *, Dwarf_Word *);
+	int (*decl_line)(Dwarf_Die *, int *);
+	int (*find_elf)(Dwfl_Module *, void **, const char *, Dwarf_Addr, char **, Elf **);
+	int (*find_debuginfo)(Dwfl_Module *, void **, const char *, Dwarf_Addr, const char *,
+			      const char *, GElf_Word, char **);
+	int (*section_address)(Dwfl_Module *, void **, const char *, Dwarf_Addr, const char *,
+			       GElf_Word, const GElf_Shdr *, Dwarf_Addr *);
+} dw;
+
+static pthread_once_t load_ctl = PTHREAD_ONCE_INIT;
+static int load_rc = -ENOSYS;   /* written only inside load_once() */
+
+static void
+load_once(void)
+{
+	static const struct {
+		const char *name;
+		size_t off;
+	} syms[] = {
+#define SYM(n, f) { n, offsetof(__typeof__(dw), f) }
+		SYM("dwfl_begin", begin), SYM("dwfl_end", end),
+		SYM("dwfl_report_begin_add", report_begin_add), SYM("dwfl_report_elf", report_elf),
+		SYM("dwfl_report_end", report_end), SYM("dwfl_module_getsrc", module_getsrc),
+		SYM("dwfl_lineinfo", lineinfo), SYM("dwfl_module_addrdie", module_addrdie),
+		SYM("dwarf_getscopes", getscopes), SYM("dwarf_getscopes_die", getscopes_die),
+		SYM("dwarf_tag", tag), SYM("dwarf_diename", diename), SYM("dwarf_attr", attr),
+		SYM("dwarf_attr_integrate", attr_integrate), SYM("dwarf_formstring", formstring),
+		SYM("dwarf_formudata", formudata), SYM("dwarf_getsrcfiles", getsrcfiles),
+		SYM("dwarf_filesrc", filesrc), SYM("dwarf_decl_line", decl_line),
+		SYM("dwfl_build_id_find_elf", find_elf),
+		SYM("dwfl_standard_find_debuginfo", find_debuginfo),
+		SYM("dwfl_offline_section_address", section_address),
+#undef SYM
+	};
+	void *dl = dlopen("libdw.so.1", RTLD_NOW | RTLD_LOCAL);
+	size_t i;
+	void *p;
+
+	if (!dl) {
+		ps_info("no libdw.so.1 (%s): profiles name functions, without source lines",
+			dlerror());
+		return;
+	}
+	for (i = 0; i < PS_ARRAY_LEN(syms); i++) {
+		p = dlsym(dl, syms[i].name);
+		if (!p) {
+			ps_info("libdw.so.1 lacks %s: profiles name functions, without source lines",
+				syms[i].name);
+			memset(&dw, 0, sizeof(dw));
+			dlclose(dl);
+			return;
+		}
+		/* Object-to-function pointer conversion, the POSIX way. */
+		memcpy((char *)&dw + syms[i].off, &p, sizeof(p));
+	}
+	load_rc = 0;
+}
+
+struct object {
+	char *path;             /* owned */
+	uintptr_t bias;
+	Dwfl_Module *mod;       /* NULL: libdw could not report it */
+};
+
+struct ps_dwarf {
+	char paths[PS_MAX_FRAMES_DW][PATH_MAX];  /* joined file names of the last look-up */
+	Dwfl *dwfl;             /* NULL until the first look-up */
+	Dwfl_Callbacks cb;      /* must outlive dwfl */
+	char *debuginfo_path;   /* cb's, owned */
+	struct object *obj;     /* owned, nobj entries */
+	uint32_t nobj, aobj;
+	uint64_t mem_cap;
+	uint64_t rss_base;      /* resident bytes before the first load */
+	uint32_t since_check;
+	int over_cap;
+	int broken;             /* libdw missing or dwfl_begin failed */
+};
+
+static uint64_t
+rss_bytes(void)
+{
+	unsigned long size = 0, resident = 0;
+	FILE *f = fopen("/proc/self/statm", "re");
+
+	if (!f)
+		return 0;
+	if (fscanf(f, "%lu %lu", &size, &resident) != 2)
+		resident = 0;
+	fclose(f);
+	return (uint64_t)resident * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+int
+ps_dwarf_new(struct ps_dwarf **out, uint64_t mem_cap)
+{
+	struct ps_dwarf *d = calloc(1, sizeof(*d));
+
+	if (!d)
+		return -ENOMEM;
+	d->mem_cap = mem_cap;
+	*out = d;
+	return 0;
+}
+
+void
+ps_dwarf_free(struct ps_dwarf *d)
+{
+	uint32_t i;
+
+	if (!d)
+		return;
+	if (d->dwfl)
+		dw.end(d->dwfl);
+	for (i = 0; i < d->nobj; i++)
+		free(d->obj[i].path);
+	free(d->obj);
+	free(d->debuginfo_path);
+	free(d);
+}
+
+int
+ps_dwarf_over_cap(const struct ps_dwarf *d)
+{
+	return d->over_cap;
+}
+
+/* Past the cap, say so once and stop.  Checked every RSS_EVERY calls. */
+static int
+check_cap(struct ps_dwarf *d, int now)
+{
+	uint64_t rss;
+
+	if (d->over_cap)
+		return -ENOSPC;
+	if (!now && ++d->since_check < RSS_EVERY)
+		return 0;
+	d->since_check = 0;
+	rss = rss_bytes();
+	if (rss > d->rss_base && rss - d->rss_base > d->mem_cap) {
+		d->over_cap = 1;
+		ps_info("debug information passed PYROSCOPE_DWARF_MEMORY (%llu bytes): new "
+			"locations are named by function only", (unsigned long long)d->mem_cap);
+		return -ENOSPC;
+	}
+	return 0;
+}
+
+static int
+start(struct ps_dwarf *d)
+{
+	if (d->dwfl)
+		return 0;
+	if (d->broken || d->mem_cap == 0)
+		return -ENOSYS;
+	if (pthread_once(&load_ctl, load_once) || load_rc) {
+		d->broken = 1;
+		return -ENOSYS;
+	}
+	/* The default search path: the object's directory, its .debug/, and
+	 * /usr/lib/debug (where build-id and debuglink files live). */
+	d->debuginfo_path = strdup(":.debug:/usr/lib/debug");
+	if (!d->debuginfo_path)
+		return -ENOMEM;
+	d->cb.find_elf = dw.find_elf;
+	d->cb.find_debuginfo = dw.find_debuginfo;
+	d->cb.section_address = dw.section_address;
+	d->cb.debuginfo_path = &d->debuginfo_path;
+	d->rss_base = rss_bytes();
+	d->dwfl = dw.begin(&d->cb);
+	if (!d->dwfl) {
+		d->broken = 1;
+		return -ENOSYS;
+	}
+	return 0;
+}
+
+static struct object *
+find_object(struct ps_dwarf *d, const char *path, uintptr_t bias)
+{
+	uint32_t i;
+
+	for (i = 0; i < d->nobj; i++)
+		if (d->obj[i].bias == bias && strcmp(d->obj[i].path, path) == 0)
+			return &d->obj[i];
+	return NULL;
+}
+
+/* The object (path, bias), reported to the Dwfl when first asked. */
+static struct object *
+object(struct ps_dwarf *d, const char *path, uintptr_t bias)
+{
+	struct object *o = find_object(d, path, bias), *v;
+
+	if (o || d->nobj >= MAX_OBJECTS)
+		return o;
+	/* What the objects loaded so far hold counts before another one. */
+	if (check_cap(d, 1))
+		return NULL;
+	if (d->nobj == d->aobj) {
+		v = realloc(d->obj, (d->aobj ? 2 * d->aobj : 16) * sizeof(*v));
+		if (!v)
+			return NULL;
+		d->obj = v;
+		d->aobj = d->aobj ? 2 * d->aobj : 16;
+	}
+	o = &d->obj[d->nobj];
+	memset(o, 0, sizeof(*o));
+	o->path = strdup(path);
+	if (!o->path)
+		return NULL;
+	o->bias = bias;
+	d->nobj++;
+	dw.report_begin_add(d->dwfl);
+	/* add_p_vaddr false: `bias` is the load bias itself. */
+	o->mod = dw.report_elf(d->dwfl, path, path, -1, bias, false);
+	if (dw.report_end(d->dwfl, NULL, NULL) != 0)
+		o->mod = NULL;
+	return o;
+}
+
+static const char *
+str_attr(Dwarf_Die *die, unsigned int name)
+{
+	Dwarf_Attribute a;
+
+	return dw.attr_integrate(die, name, &a) ? dw.formstring(&a) : NULL;
+}
+
+/* file made absolute against the CU's compilation directory, with "."
+ * and "dir/.." components removed, into out[PATH_MAX]: so that pprof -list
+ * finds the source from any working directory.  Returns out, or file as
+ * it is when it is absolute, unknown, or too long. */
+static const char *
+absolute(Dwarf_Die *cu, const char *file, char *out)
+{
+	const char *dir = file && file[0] && file[0] != '/' ? str_attr(cu, DW_AT_comp_dir) : NULL;
+	char *p, *q;
+	size_t n;
+
+	if (!dir || dir[0] != '/' ||
+	    (size_t)snprintf(out, PATH_MAX, "%s/%s", dir, file) >= PATH_MAX)
+		return file;
+	/* In place: drop "/./", fold "/x/../" into "/". */
+	for (p = out; (p = strstr(p, "/./"));)
+		memmove(p, p + 2, strlen(p + 2) + 1);
+	while ((p = strstr(out, "/../")) && p > out) {
+		for (q = p - 1; q > out && *q != '/'; q--)
+			;
+		n = strlen(p + 3);
+		memmove(q, p + 3, n + 1);
+	}
+	return out;
+}
+
+/* Fill one frame from a subprogram or inlined-subroutine DIE. */
+static void
+fill_frame(Dwarf_Die *die, const char *file, int line, struct ps_dwarf_frame *f)
+{
+	const char *n = dw.diename(die);
+	int decl = 0;
+
+	f->name = n ? n : "";
+	f->linkage = str_attr(die, DW_AT_linkage_name);
+	if (!f->linkage)
+		f->linkage = str_attr(die, DW_AT_MIPS_linkage_name);
+	f->file = file ? file : "";
+	f->line = line;
+	f->decl_line = dw.decl_line(die, &decl) == 0 ? decl : 0;
+}
+
+/* Walk the DIEs enclosing `inner` outwards (see the top of the file). */
+static int
+chain(struct ps_dwarf *d, Dwarf_Die *cu, Dwarf_Die *inner, const char *file, int line, struct ps_dwarf_frame *out,
+      int max)
+{
+	Dwarf_Die *sc = NULL;
+	Dwarf_Files *files = NULL;
+	Dwarf_Attribute a;
+	Dwarf_Word v;
+	int n, i, k = 0, tag, last;
+
+	n = dw.getscopes_die(inner, &sc);
+	if (n <= 0)
+		return 0;
+	if (dw.getsrcfiles(cu, &files, NULL) != 0)
+		files = NULL;
+	for (i = 0; i < n; i++) {
+		tag = dw.tag(&sc[i]);
+		if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram)
+			continue;
+		last = tag == DW_TAG_subprogram;
+		/* Past `max`, the innermost frames are kept and the outer
+		 * inlined ones dropped; the real function is always last. */
+		if (last || k < max - 1) {
+			k = k < max - 1 ? k : max - 1;
+			fill_frame(&sc[i], absolute(cu, file, d->paths[k]), line, &out[k]);
+			k++;
+		}
+		if (last)
+			break;
+		file = files && dw.formudata(dw.attr(&sc[i], DW_AT_call_file, &a), &v) == 0 ?
+			dw.filesrc(files, v, NULL, NULL) : NULL;
+		line = dw.formudata(dw.attr(&sc[i], DW_AT_call_line, &a), &v) == 0 ? (int)v : 0;
+	}
+	free(sc);
+	return k;
+}
+
+int
+ps_dwarf_lookup(struct ps_dwarf *d, const char *path, uintptr_t bias, uintptr_t addr,
+		struct ps_dwarf_frame *out, int max)
+{
+	Dwarf_Die *cu, *sc = NULL, inner;
+	Dwarf_Addr b, a = addr;
+	Dwfl_Line *l;
+	struct object *o;
+	const char *file = NULL;
+	int line = 0, n;
+
+	if (!d || !path || !out || max <= 0)
+		return -EINVAL;
+	if (start(d) || check_cap(d, 0))
+		return 0;
+	o = object(d, path, bias);
+	if (!o || !o->mod || d->over_cap)
+		return 0;
+	cu = dw.module_addrdie(o->mod, addr, &b);
+	if (!cu)
+		return 0;
+	l = dw.module_getsrc(o->mod, addr);
+	if (l)
+		file = dw.lineinfo(l, &a, &line, NULL, NULL, NULL);
+	n = dw.getscopes(cu, addr - b, &sc);
+	if (n <= 0) {
+		free(sc);
+		return 0;
+	}
+	inner = sc[0];
+	free(sc);
+	return chain(d, cu, &inner, file, line, out, max < PS_MAX_FRAMES_DW ? max : PS_MAX_FRAMES_DW);
+}

@@ -1,0 +1,70 @@
+/* dwarf.h -- source lines and inlined frames of an instruction, from DWARF.
+ *
+ * A thin layer over elfutils' libdwfl/libdw (Debian's libdw1): no DWARF is
+ * parsed here.  libdw is a mature reader of every DWARF version gcc and
+ * clang emit (DWARF 5, split and compressed sections), and its dwfl_* API
+ * finds separate debug files the way gdb does: in the object itself, by
+ * .gnu_debuglink, and by build ID under /usr/lib/debug/.build-id/.
+ *
+ * Why dlopen: libdw pulls in libelf, zlib, liblzma, libbz2 and libzstd.
+ * Linked into the preloaded library it would be loaded into every process
+ * at start-up; loaded here it costs only the uploader, and only once a
+ * sample lands in code whose lines are wanted.  Without libdw.so.1 every
+ * look-up answers 0 frames and profiles stay function-level (logged once
+ * at info).
+ *
+ * Costs and bounds.  An object's DWARF is loaded only when the first
+ * address in it is looked up.  The memory that libdw holds is bounded by
+ * `mem_cap` bytes of growth of this process's resident set since the first
+ * look-up: past it no more look-ups are made (ps_dwarf_over_cap says so,
+ * and callers fall back to function-level names and say that in the
+ * profile's comments).  Callers cache results per address.
+ *
+ * Known limit, measured on Debian 12 (REFERENCES.md section 9): on LTO
+ * builds (CPython 3.11 from python3.11-dbg) libdw 0.188 finds the line of
+ * an address but often not the inlined chain that GNU addr2line -i finds.
+ *
+ * Context: the uploader only (never the signal handler or an interposer);
+ * opens files, allocates; one owner, not thread-safe.
+ */
+#ifndef PS_DWARF_H
+#define PS_DWARF_H
+
+#include <stdint.h>
+#include "common/ps.h"
+
+struct ps_dwarf;   /* opaque, owned by its creator */
+
+/* One frame of the inlined chain at an address.  The strings point into
+ * libdw's memory, valid until ps_dwarf_free. */
+struct ps_dwarf_frame {
+	const char *name;       /* DW_AT_name, "" if none */
+	const char *linkage;    /* DW_AT_linkage_name (mangled), or NULL */
+	const char *file;       /* source file of `line`, "" if unknown */
+	int line;               /* 0 if unknown */
+	int decl_line;          /* the function's declaration line, 0 if unknown */
+};
+
+/* Create an empty reader; nothing is loaded until the first look-up.
+ * mem_cap: bytes of resident growth allowed (0: never look anything up).
+ * Returns 0 and sets *out, or -ENOMEM.  Context: uploader; allocates. */
+int ps_dwarf_new(struct ps_dwarf **out, uint64_t mem_cap) PS_WUR;
+
+/* Release everything (libdw stays loaded).  NULL is allowed. */
+void ps_dwarf_free(struct ps_dwarf *d);
+
+/* The inlined chain of the instruction at runtime address `addr`, in the
+ * object file `path` loaded with load bias `bias` (runtime minus link-time
+ * address): out[0] is the innermost inlined function, each next one its
+ * caller, the last the function that holds the code.  At most `max`
+ * frames (the outermost ones are dropped past it).
+ * Returns the number of frames; 0 when there is no line information for
+ * addr (no debug information, libdw missing, the memory cap reached);
+ * -EINVAL on bad arguments. */
+int ps_dwarf_lookup(struct ps_dwarf *d, const char *path, uintptr_t bias, uintptr_t addr,
+		    struct ps_dwarf_frame *out, int max);
+
+/* 1 once the memory cap stopped look-ups. */
+int ps_dwarf_over_cap(const struct ps_dwarf *d);
+
+#endif
