@@ -840,8 +840,86 @@ def _go(self):
 
 Bench.go = _go
 
+PY_WORK = """
+import json, random, re, sys, time
+random.seed(1)
+t = time.process_time()
+while time.process_time() - t < float(sys.argv[1]):
+    d = [{"k%d" % i: random.random(), "s": "x" * (i % 50)} for i in range(200)]
+    s = json.dumps(d)
+    json.loads(s)
+    re.findall(r"k(\\d+)", s)
+    sorted(s)
+"""
+
+
+def uploader_cost(log):
+    """(CPU ms, peak RSS KiB) of the helper process, from its debug line."""
+    m = None
+    if os.path.exists(log):
+        m = re.search(r"helper used (\d+) ms of CPU, peak RSS (\d+) KiB", open(log).read())
+    return (int(m.group(1)), int(m.group(2))) if m else (None, None)
+
+
+def _source_lines(self):
+    """What source lines cost the uploader (CPU, peak RSS) on a large
+    binary with full debug information, and what they add to the pprof
+    files, next to function-level profiles (PYROSCOPE_DWARF_MEMORY=0)."""
+    self.emit("## 10. Source lines: the uploader with DWARF line tables vs function names")
+    self.emit()
+    py = shutil.which("python3.11-dbg")
+    configs = {"function names (PYROSCOPE_DWARF_MEMORY=0)": {"PYROSCOPE_DWARF_MEMORY": "0"},
+               "source lines (default)": {}}
+    rows = []
+    secs = "0.3" if self.smoke else "5"
+    for name, extra in configs.items():
+        if not py:
+            rows.append([name, "not measured: python3.11-dbg missing", "", "", ""])
+            continue
+        cost, rss, size, cpu = [], [], [], []
+        for r in range(1 if self.smoke else 3):
+            d = self.fresh("lines")
+            log = os.path.join(d, "log")
+            env = self.shim_env(d, 100, extra=dict(extra, PYROSCOPE_LOG_LEVEL="debug",
+                                                   PYROSCOPE_LOG_FILE=log,
+                                                   PYROSCOPE_APPLICATION_NAME="py"))
+            res = run([py, "-c", PY_WORK, secs], env)
+            c, m = uploader_cost(log)
+            files = [f for f in os.listdir(d) if f.endswith(".cpu.pb.gz")]
+            if c is None or not files:
+                continue
+            cost.append(c)
+            rss.append(m / 1024.0)
+            size.append(os.path.getsize(os.path.join(d, files[0])))
+            cpu.append(res.cpu)
+        rows.append([name, span(cost, "%.0f"), span(rss, "%.1f"), span(size, "%.0f"), span(cpu, "%.2f")])
+    self.emit("`python3.11-dbg` (CPython 3.11 with full DWARF, LTO) running a JSON/regex/sort loop for "
+              "%s CPU-seconds at 100 Hz; the uploader's own CPU time and peak RSS come from its "
+              "debug log line at exit (it is a separate process)." % secs)
+    self.emit()
+    self.table(["profiles", "uploader CPU ms", "uploader peak RSS MiB", "cpu.pb.gz bytes",
+                "program CPU s"], rows)
+    gen = os.path.join(ROOT, "examples", "generator")
+    n = "2000" if self.smoke else "200000"
+    grows = []
+    for name, extra in configs.items():
+        d = self.fresh("glines")
+        run([gen, n, os.path.join(d, "out.json"), "--seed", "1"], self.shim_env(d, 100, extra=extra))
+        sz = {k: sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d) if f.endswith(k))
+              for k in (".cpu.pb.gz", ".alloc.pb.gz")}
+        grows.append([name, str(sz[".cpu.pb.gz"]), str(sz[".alloc.pb.gz"])])
+    self.emit("What the detail adds to the pprof files (the same bytes go to Pyroscope): "
+              "`examples/generator %s`, whole-run files:" % n)
+    self.emit()
+    self.table(["profiles", "cpu.pb.gz bytes", "alloc.pb.gz bytes"], grows)
+    self.data["lines"] = rows + grows
+
+
+Bench.source_lines = _source_lines
+
 SECTIONS = ["cpu_overhead", "handler_cost", "cpu_accuracy", "alloc_accuracy",
-            "alloc_fast_path", "malloc_heavy", "generator", "startup", "memory", "upload", "go"]
+            "alloc_fast_path", "malloc_heavy", "generator", "startup", "memory", "upload", "go",
+            "source_lines"]
 
 
 def main():

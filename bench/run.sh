@@ -22,9 +22,9 @@ esac
 
 # The anchors, by Debian package name (checked with apt-cache policy):
 #   google-perftools libgoogle-perftools-dev  libprofiler.so, libtcmalloc.so
-#   heaptrack  linux-perf  valgrind
+#   heaptrack  linux-perf  valgrind  python3.11-dbg (a large binary with full DWARF)
 # hyperfine is not needed: bench.py times every run itself with wait4.
-PKGS="google-perftools libgoogle-perftools-dev heaptrack linux-perf valgrind"
+PKGS="google-perftools libgoogle-perftools-dev heaptrack linux-perf valgrind python3.11-dbg"
 if [ -z "$smoke" ]; then
 	missing=
 	for p in $PKGS; do

@@ -551,6 +551,112 @@ START_TEST(pprof_bad_description_is_einval)
 }
 END_TEST
 
+/* A location-level profile: two mappings, an inlined frame (two Lines in
+ * one Location), system names, files and first lines. */
+static const char *const ll_funcs[] = { "main", "hot", "inl" };
+static const char *const ll_sys[] = { "main", "_Z3hotv", "inl" };
+static const char *const ll_files[] = { "/src/m.c", "/src/m.c", "/src/i.h" };
+static const int64_t ll_start[] = { 10, 20, 30 };
+static const struct ps_pprof_line ll_lines[] = {
+	{ 2, 31 }, { 1, 22 },           /* inl:31 inlined into hot:22 */
+	{ 0, 12 },                      /* main:12 */
+};
+static const struct ps_pprof_location ll_locs[] = {
+	{ 0x401234, 1, &ll_lines[0], 2 },
+	{ 0x7f0000001000, 2, &ll_lines[2], 1 },
+};
+static const struct ps_pprof_mapping ll_maps[] = {
+	{ 0x400000, 0x402000, 0x1000, "/bin/prog", "abcdef01", 1, 1, 1, 1 },
+	{ 0x7f0000000000, 0x7f0000002000, 0, "/lib/libx.so", NULL, 1, 0, 0, 0 },
+};
+
+static struct ps_pprof_desc
+lines_desc(void)
+{
+	static const uint32_t stk[] = { 0, 1 };
+	static const int64_t v[] = { 5, 50000000 };
+	static const struct ps_pprof_sample s = { stk, 2, v };
+	struct ps_pprof_desc d = cpu_desc();
+
+	d.funcs = ll_funcs;
+	d.nfuncs = 3;
+	d.func_system_names = ll_sys;
+	d.func_files = ll_files;
+	d.func_start_lines = ll_start;
+	d.locations = ll_locs;
+	d.nlocations = 2;
+	d.mappings = ll_maps;
+	d.nmappings = 2;
+	d.samples = &s;
+	d.nsamples = 1;
+	d.labels = NULL;
+	d.nlabels = 0;
+	return d;
+}
+
+START_TEST(pprof_locations_carry_addresses_inlined_lines_and_mappings)
+{
+	struct ps_buf b = PS_BUF_INIT(1 << 16);
+	struct ps_pprof_desc d = lines_desc();
+	const char *path;
+	char *raw;
+
+	SKIP_WITHOUT_GO();
+	ck_assert_int_eq(ps_pprof_encode(&d, &b), 0);
+	path = save(&b, "lines.pb.gz");
+	raw = run(PPROF "-raw %s 2>&1", path);
+	/* Innermost inlined function first, its caller on the next line. */
+	ck_assert_msg(strstr(raw, "1: 0x401234 M=1 inl /src/i.h:31 s=30\n"), "%s", raw);
+	ck_assert_msg(strstr(raw, "hot /src/m.c:22 s=20(_Z3hotv)\n"), "%s", raw);
+	ck_assert_msg(strstr(raw, "2: 0x7f0000001000 M=2 main /src/m.c:12 s=10\n"), "%s", raw);
+	ck_assert_msg(strstr(raw, "1: 0x400000/0x402000/0x1000 /bin/prog abcdef01 [FN][FL][LN][IN]"),
+		      "%s", raw);
+	ck_assert_msg(strstr(raw, "2: 0x7f0000000000/0x7f0000002000/0x0 /lib/libx.so  [FN]"), "%s",
+		      raw);
+	free(raw);
+	ps_buf_free(&b);
+}
+END_TEST
+
+START_TEST(pprof_bad_location_or_mapping_is_einval)
+{
+	static const struct ps_pprof_line bad_line[] = { { 3, 1 } };
+	static const struct ps_pprof_location bad_map[] = { { 1, 3, &ll_lines[2], 1 } };
+	static const struct ps_pprof_location bad_fn[] = { { 1, 1, bad_line, 1 } };
+	static const struct ps_pprof_location no_lines[] = { { 1, 1, NULL, 1 } };
+	static const struct ps_pprof_mapping no_file[] = { { 0, 1, 0, NULL, NULL, 1, 0, 0, 0 } };
+	static const char *const null_sys[] = { "main", NULL, "inl" };
+	static const uint32_t stk[] = { 2 };
+	static const int64_t v[] = { 1, 1 };
+	static const struct ps_pprof_sample past_locs = { stk, 1, v };
+	struct ps_buf b = PS_BUF_INIT(1 << 16);
+	struct ps_pprof_desc d;
+
+	d = lines_desc();
+	d.locations = bad_map;                  /* mapping 3 of 2 */
+	d.nlocations = 1;
+	ck_assert_int_eq(ps_pprof_encode(&d, &b), -EINVAL);
+	d.locations = bad_fn;                   /* function index 3 of 3 */
+	ck_assert_int_eq(ps_pprof_encode(&d, &b), -EINVAL);
+	d.locations = no_lines;
+	ck_assert_int_eq(ps_pprof_encode(&d, &b), -EINVAL);
+	d = lines_desc();
+	d.samples = &past_locs;                 /* location index 2 of 2 */
+	ck_assert_int_eq(ps_pprof_encode(&d, &b), -EINVAL);
+	d = lines_desc();
+	d.mappings = no_file;
+	d.nmappings = 1;
+	d.locations = &ll_locs[0];
+	d.nlocations = 1;
+	ck_assert_int_eq(ps_pprof_encode(&d, &b), -EINVAL);
+	d = lines_desc();
+	d.func_system_names = null_sys;
+	ck_assert_int_eq(ps_pprof_encode(&d, &b), -EINVAL);
+	ck_assert_uint_eq(b.len, 0);
+	ps_buf_free(&b);
+}
+END_TEST
+
 /* ---- gzip ------------------------------------------------------------- */
 
 /* Inflate a gzip member with zlib (windowBits 15 + 16: gzip only). */
@@ -652,6 +758,7 @@ pprof_suite(void)
 	tcase_add_test(go, pprof_many_functions_round_trip);
 	tcase_add_test(go, pprof_zero_samples_give_a_valid_empty_profile);
 	tcase_add_test(go, pprof_invalid_utf8_names_are_replaced);
+	tcase_add_test(go, pprof_locations_carry_addresses_inlined_lines_and_mappings);
 	suite_add_tcase(s, go);
 	tcase_set_timeout(local, 60);
 	tcase_add_test(local, pprof_string_table_starts_empty_and_times_are_set);
@@ -660,6 +767,7 @@ pprof_suite(void)
 	tcase_add_test(local, pprof_utf8_fix_replaces_only_bad_bytes);
 	tcase_add_test(local, pprof_over_cap_gives_e2big_and_keeps_buffer);
 	tcase_add_test(local, pprof_bad_description_is_einval);
+	tcase_add_test(local, pprof_bad_location_or_mapping_is_einval);
 	tcase_add_test(local, gzip_streamed_bytes_inflate_to_the_input);
 	tcase_add_test(local, gzip_over_cap_is_e2big_and_rolls_back);
 	tcase_add_test(local, gzip_empty_input_is_a_valid_member);

@@ -4,6 +4,7 @@
 #include <check.h>
 #include <dirent.h>
 #include <dlfcn.h>
+#include <link.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
@@ -28,6 +29,10 @@ static_target(volatile int *x)
 }
 
 static int (*volatile target_ptr)(volatile int *) = static_target;
+
+/* A line of static_target's loop (the "for"), for the source-line tests:
+ * keep it in step with the function above. */
+#define TARGET_BODY_LINE 26
 
 /* Symbols with exact extents, never executed: sym_sized covers 8 bytes of
  * 16, then no symbol covers 8 bytes, then sym_label (no type, no size)
@@ -82,6 +87,91 @@ START_TEST(symbols_names_static_function_from_symtab)
 	ck_assert_int_eq(target_ptr(&n), 9);
 	expect_name(s, a, PS_SYM_FUNC, "static_target");
 	expect_name(s, a + 2, PS_SYM_FUNC, "static_target");
+	ps_symbols_free(s);
+}
+END_TEST
+
+/* The runtime address of this binary's .plt section + off, from its own
+ * section headers (the stubs have no symbol of their own). */
+static uintptr_t
+own_plt(uint64_t off)
+{
+	static ElfW(Shdr) sh[256];
+	ElfW(Ehdr) eh;
+	char names[8192];
+	Dl_info di;
+	FILE *f = fopen("/proc/self/exe", "rb");
+	unsigned i;
+
+	ck_assert_ptr_nonnull(f);
+	ck_assert_uint_eq(fread(&eh, sizeof(eh), 1, f), 1);
+	ck_assert_uint_le(eh.e_shnum, 256);
+	ck_assert_int_eq(fseek(f, (long)eh.e_shoff, SEEK_SET), 0);
+	ck_assert_uint_eq(fread(sh, sizeof(sh[0]), eh.e_shnum, f), eh.e_shnum);
+	ck_assert_int_eq(fseek(f, (long)sh[eh.e_shstrndx].sh_offset, SEEK_SET), 0);
+	ck_assert_uint_gt(fread(names, 1, sizeof(names) - 1, f), 0);
+	fclose(f);
+	names[sizeof(names) - 1] = '\0';
+	ck_assert_int_ne(dladdr((void *)own_plt, &di), 0);
+	for (i = 0; i < eh.e_shnum; i++)
+		if (sh[i].sh_name < sizeof(names) && !strcmp(names + sh[i].sh_name, ".plt"))
+			return (uintptr_t)di.dli_fbase + sh[i].sh_addr + off;
+	ck_abort_msg("no .plt in /proc/self/exe");
+	return 0;
+}
+
+START_TEST(symbols_names_plt_stubs_func_at_plt)
+{
+	struct ps_symbols *s = new_syms();
+	char buf[512];
+	int kind;
+
+	/* The first stub, after the resolver's 16 bytes: this test calls
+	 * libc through many stubs, and each is named after its target. */
+	kind = ps_symbols_lookup(s, own_plt(16) + 4, buf, sizeof(buf));
+	ck_assert_int_eq(kind, PS_SYM_FUNC);
+	ck_assert_msg(strlen(buf) > 4 && !strcmp(buf + strlen(buf) - 4, "@plt"), "%s", buf);
+	/* Source lines are never asked for a stub. */
+	ck_assert_int_eq(ps_symbols_use_dwarf(s, 64u << 20), 0);
+	{
+		struct ps_src_frame f[PS_MAX_INLINE];
+
+		ck_assert_int_eq(ps_symbols_source(s, own_plt(16) + 4, f, PS_MAX_INLINE), 0);
+	}
+	ps_symbols_free(s);
+}
+END_TEST
+
+START_TEST(symbols_source_lines_of_own_code)
+{
+	struct ps_symbols *s = new_syms();
+	struct ps_src_frame f[PS_MAX_INLINE];
+	struct ps_map_info mi;
+	uintptr_t a = (uintptr_t)target_ptr;
+	const char *file;
+	int n, i, hit = 0;
+
+	/* Off until asked for: a names-only cache loads no DWARF. */
+	ck_assert_int_eq(ps_symbols_source(s, a, f, PS_MAX_INLINE), 0);
+	ck_assert_int_eq(ps_symbols_use_dwarf(s, 64u << 20), 0);
+	for (i = 0; i < 64 && !hit; i++) {
+		n = ps_symbols_source(s, a + i, f, PS_MAX_INLINE);
+		ck_assert_int_ge(n, 1);
+		ck_assert_str_eq(f[n - 1].name, "static_target");
+		file = f[n - 1].file;
+		ck_assert_msg(strstr(file, "test/check_symbols.c") != NULL, "%s", file);
+		ck_assert_int_gt(f[n - 1].start_line, 0);
+		hit = f[n - 1].line == TARGET_BODY_LINE;
+	}
+	ck_assert_msg(hit, "no instruction of static_target on line %d", TARGET_BODY_LINE);
+	/* The mapping: the executable segment that holds it, with a build ID. */
+	ck_assert_int_eq(ps_symbols_mapping(s, a, &mi), 0);
+	ck_assert_uint_le(mi.start, a);
+	ck_assert_uint_gt(mi.limit, a);
+	ck_assert_uint_eq(mi.start % 4096, 0);
+	ck_assert_uint_eq(strlen(mi.build_id) % 2, 0);
+	ck_assert_uint_ge(strlen(mi.build_id), 16);
+	ck_assert_int_eq(ps_symbols_mapping(s, 16, &mi), -ENOENT);
 	ps_symbols_free(s);
 }
 END_TEST
@@ -473,6 +563,8 @@ symbols_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, symbols_names_static_function_from_symtab);
 	tcase_add_test(tc, symbols_names_shared_library_functions);
+	tcase_add_test(tc, symbols_names_plt_stubs_func_at_plt);
+	tcase_add_test(tc, symbols_source_lines_of_own_code);
 	tcase_add_test(tc, symbols_demangles_cxx_methods);
 	tcase_add_test(tc, symbols_prefers_plain_alias_name);
 	tcase_add_test(tc, symbols_respects_symbol_extents);

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -200,6 +201,13 @@ watchdog(void)
 static void
 helper_end(void)
 {
+	struct rusage ru;
+
+	/* What the uploader cost, apart from the program (bench/ reads it). */
+	if (getrusage(RUSAGE_SELF, &ru) == 0)
+		ps_debug("uploader: helper used %lld ms of CPU, peak RSS %ld KiB",
+			 (long long)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000 +
+			 (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000, ru.ru_maxrss);
 	/* Never the program's exit handlers or stdio buffers. */
 	syscall(SYS_exit_group, 0);
 	for (;;)
