@@ -33,6 +33,7 @@
 #define MAX_OBJECTS   4096      /* objects reported; more stay function-level */
 #define RSS_EVERY     256       /* look-ups between two checks of the cap */
 #define PS_MAX_FRAMES_DW 32     /* frames of one look-up */
+#define MAX_CU_RANGES (1u << 20) /* CU ranges indexed per object */
 
 /* libdw's entry points, resolved once by load_once(). */
 static struct {
@@ -42,8 +43,6 @@ static struct {
 	Dwfl_Module *(*report_elf)(Dwfl *, const char *, const char *, int, GElf_Addr, bool);
 	int (*report_end)(Dwfl *, int (*)(Dwfl_Module *, void *, const char *, Dwarf_Addr, void *),
 			  void *);
-	Dwfl_Line *(*module_getsrc)(Dwfl_Module *, Dwarf_Addr);
-	const char *(*lineinfo)(Dwfl_Line *, Dwarf_Addr *, int *, int *, Dwarf_Word *, Dwarf_Word *);
 	Dwarf_Die *(*module_addrdie)(Dwfl_Module *, Dwarf_Addr, Dwarf_Addr *);
 	int (*getscopes)(Dwarf_Die *, Dwarf_Addr, Dwarf_Die **);
 	int (*getscopes_die)(Dwarf_Die *, Dwarf_Die **);
@@ -56,6 +55,13 @@ static struct {
 	int (*getsrcfiles)(Dwarf_Die *, Dwarf_Files **, size_t *);
 	const char *(*filesrc)(Dwarf_Files *, size_t, Dwarf_Word *, Dwarf_Word *);
 	int (*decl_line)(Dwarf_Die *, int *);
+	Dwarf *(*module_getdwarf)(Dwfl_Module *, Dwarf_Addr *);
+	int (*nextcu)(Dwarf *, Dwarf_Off, Dwarf_Off *, size_t *, Dwarf_Off *, uint8_t *, uint8_t *);
+	Dwarf_Die *(*offdie)(Dwarf *, Dwarf_Off, Dwarf_Die *);
+	ptrdiff_t (*ranges)(Dwarf_Die *, ptrdiff_t, Dwarf_Addr *, Dwarf_Addr *, Dwarf_Addr *);
+	Dwarf_Line *(*getsrc_die)(Dwarf_Die *, Dwarf_Addr);
+	int (*lineno)(Dwarf_Line *, int *);
+	const char *(*linesrc)(Dwarf_Line *, Dwarf_Word *, Dwarf_Word *);
 	int (*find_elf)(Dwfl_Module *, void **, const char *, Dwarf_Addr, char **, Elf **);
 	int (*find_debuginfo)(Dwfl_Module *, void **, const char *, Dwarf_Addr, const char *,
 			      const char *, GElf_Word, char **);
@@ -76,8 +82,11 @@ load_once(void)
 #define SYM(n, f) { n, offsetof(__typeof__(dw), f) }
 		SYM("dwfl_begin", begin), SYM("dwfl_end", end),
 		SYM("dwfl_report_begin_add", report_begin_add), SYM("dwfl_report_elf", report_elf),
-		SYM("dwfl_report_end", report_end), SYM("dwfl_module_getsrc", module_getsrc),
-		SYM("dwfl_lineinfo", lineinfo), SYM("dwfl_module_addrdie", module_addrdie),
+		SYM("dwfl_report_end", report_end), SYM("dwfl_module_addrdie", module_addrdie),
+		SYM("dwfl_module_getdwarf", module_getdwarf), SYM("dwarf_nextcu", nextcu),
+		SYM("dwarf_offdie", offdie), SYM("dwarf_ranges", ranges),
+		SYM("dwarf_getsrc_die", getsrc_die), SYM("dwarf_lineno", lineno),
+		SYM("dwarf_linesrc", linesrc),
 		SYM("dwarf_getscopes", getscopes), SYM("dwarf_getscopes_die", getscopes_die),
 		SYM("dwarf_tag", tag), SYM("dwarf_diename", diename), SYM("dwarf_attr", attr),
 		SYM("dwarf_attr_integrate", attr_integrate), SYM("dwarf_formstring", formstring),
@@ -112,10 +121,21 @@ load_once(void)
 	load_rc = 0;
 }
 
+/* One address range of a compilation unit (link-time addresses). */
+struct cu_range {
+	Dwarf_Addr lo, hi;
+	Dwarf_Off die;          /* the CU's DIE */
+};
+
 struct object {
 	char *path;             /* owned */
 	uintptr_t bias;
 	Dwfl_Module *mod;       /* NULL: libdw could not report it */
+	/* For objects without .debug_aranges (Go): every CU's ranges,
+	 * sorted, built at the first address libdw cannot place. */
+	struct cu_range *cus;   /* owned */
+	uint32_t ncus;
+	int cus_built;
 };
 
 struct ps_dwarf {
@@ -167,8 +187,10 @@ ps_dwarf_free(struct ps_dwarf *d)
 		return;
 	if (d->dwfl)
 		dw.end(d->dwfl);
-	for (i = 0; i < d->nobj; i++)
+	for (i = 0; i < d->nobj; i++) {
 		free(d->obj[i].path);
+		free(d->obj[i].cus);
+	}
 	free(d->obj);
 	free(d->debuginfo_path);
 	free(d);
@@ -362,13 +384,95 @@ chain(struct ps_dwarf *d, Dwarf_Die *cu, Dwarf_Die *inner, const char *file, int
 	return k;
 }
 
+static int
+cmp_range(const void *a, const void *b)
+{
+	const struct cu_range *x = a, *y = b;
+
+	return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+static int
+add_range(struct object *o, uint32_t *cap, Dwarf_Addr lo, Dwarf_Addr hi, Dwarf_Off die)
+{
+	struct cu_range *v;
+
+	if (hi <= lo || o->ncus >= MAX_CU_RANGES)
+		return 0;
+	if (o->ncus == *cap) {
+		v = realloc(o->cus, (*cap ? 2 * *cap : 256) * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		o->cus = v;
+		*cap = *cap ? 2 * *cap : 256;
+	}
+	o->cus[o->ncus++] = (struct cu_range){ lo, hi, die };
+	return 0;
+}
+
+/* Index the ranges of every CU of o (see struct object). */
+static void
+index_cus(struct object *o)
+{
+	Dwarf_Off off = 0, next;
+	Dwarf_Addr bias, base, lo, hi;
+	Dwarf_Die cu;
+	ptrdiff_t r;
+	uint32_t cap = 0;
+	size_t hsize;
+	Dwarf *dbg;
+
+	o->cus_built = 1;
+	dbg = dw.module_getdwarf(o->mod, &bias);
+	if (!dbg)
+		return;
+	while (dw.nextcu(dbg, off, &next, &hsize, NULL, NULL, NULL) == 0) {
+		if (dw.offdie(dbg, off + hsize, &cu))
+			for (r = 0; (r = dw.ranges(&cu, r, &base, &lo, &hi)) > 0;)
+				if (add_range(o, &cap, lo, hi, off + hsize))
+					return;
+		off = next;
+	}
+	qsort(o->cus, o->ncus, sizeof(*o->cus), cmp_range);
+}
+
+/* The CU that holds runtime address addr into *out, and the module's
+ * bias.  libdw places it through .debug_aranges; objects without them
+ * (Go's linker writes none) through index_cus. */
+static Dwarf_Die *
+cu_of(struct object *o, Dwarf_Addr addr, Dwarf_Die *out, Dwarf_Addr *bias)
+{
+	Dwarf_Die *cu = dw.module_addrdie(o->mod, addr, bias);
+	uint32_t lo = 0, hi, mid;
+	Dwarf *dbg;
+
+	if (cu)
+		return cu;
+	if (!o->cus_built)
+		index_cus(o);
+	dbg = o->ncus ? dw.module_getdwarf(o->mod, bias) : NULL;
+	if (!dbg)
+		return NULL;
+	addr -= *bias;
+	for (hi = o->ncus; lo < hi;) {
+		mid = lo + (hi - lo) / 2;
+		if (o->cus[mid].lo <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo == 0 || addr >= o->cus[lo - 1].hi)
+		return NULL;
+	return dw.offdie(dbg, o->cus[lo - 1].die, out);
+}
+
 int
 ps_dwarf_lookup(struct ps_dwarf *d, const char *path, uintptr_t bias, uintptr_t addr,
 		struct ps_dwarf_frame *out, int max)
 {
-	Dwarf_Die *cu, *sc = NULL, inner;
-	Dwarf_Addr b, a = addr;
-	Dwfl_Line *l;
+	Dwarf_Die *cu, *sc = NULL, inner, cubuf;
+	Dwarf_Addr b;
+	Dwarf_Line *l;
 	struct object *o;
 	const char *file = NULL;
 	int line = 0, n;
@@ -380,12 +484,12 @@ ps_dwarf_lookup(struct ps_dwarf *d, const char *path, uintptr_t bias, uintptr_t 
 	o = object(d, path, bias);
 	if (!o || !o->mod || d->over_cap)
 		return 0;
-	cu = dw.module_addrdie(o->mod, addr, &b);
+	cu = cu_of(o, addr, &cubuf, &b);
 	if (!cu)
 		return 0;
-	l = dw.module_getsrc(o->mod, addr);
-	if (l)
-		file = dw.lineinfo(l, &a, &line, NULL, NULL, NULL);
+	l = dw.getsrc_die(cu, addr - b);
+	if (l && dw.lineno(l, &line) == 0)
+		file = dw.linesrc(l, NULL, NULL);
 	n = dw.getscopes(cu, addr - b, &sc);
 	if (n <= 0) {
 		free(sc);

@@ -20,6 +20,10 @@
  * and callers fall back to function-level names and say that in the
  * profile's comments).  Callers cache results per address.
  *
+ * Go binaries have DWARF but no .debug_aranges, through which libdw finds
+ * an address's compilation unit; for them the CUs' own ranges are indexed
+ * once per object (dwarf.c, index_cus).
+ *
  * Known limit, measured on Debian 12 (REFERENCES.md section 9): on LTO
  * builds (CPython 3.11 from python3.11-dbg) libdw 0.188 finds the line of
  * an address but often not the inlined chain that GNU addr2line -i finds.

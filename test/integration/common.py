@@ -115,6 +115,33 @@ def pprof_raw(path):
     return types, samples
 
 
+def pprof(*args):
+    """Run `go tool pprof -symbolize=none ARGS` from / and return its output."""
+    env = dict(os.environ, PPROF_TMPDIR=tempfile.gettempdir(), HOME=os.environ.get("HOME", "/tmp"))
+    p = subprocess.run(["go", "tool", "pprof", "-symbolize=none"] + list(args),
+                       capture_output=True, text=True, env=env, timeout=120, cwd="/")
+    if p.returncode != 0:
+        raise AssertionError("go tool pprof %s: %s" % (args, p.stderr))
+    return p.stdout
+
+
+def top_lines(path, extra=()):
+    """{(function, file, line): flat} from -lines -top, and the set of
+    functions shown as inlined."""
+    rows, inlined = {}, set()
+    out = pprof("-lines", "-top", "-nodecount=1000", *extra, path)
+    for line in out.splitlines():
+        m = re.match(r"\s*([\d.]+)(\w*)\s+[\d.]+%\s+[\d.]+%\s+[\d.]+\w*\s+[\d.]+%\s+(\S+)\s+(\S+):(\d+)"
+                     r"(\s+\(inline\))?\s*$", line)
+        if not m:
+            continue
+        key = (m.group(3), m.group(4), int(m.group(5)))
+        rows[key] = rows.get(key, 0) + float(m.group(1))
+        if m.group(6):
+            inlined.add(m.group(3))
+    return rows, inlined
+
+
 def flat_and_cum(samples, index):
     """Per function: (flat, cumulative) of sample value `index`."""
     flat, cum = {}, {}

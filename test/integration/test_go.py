@@ -7,10 +7,11 @@ its CPU time, and Go's own runtime/pprof must keep working beside the
 shim.  Profiles are read with `go tool pprof`."""
 import glob
 import os
+import re
 import time
 import unittest
 
-from common import PROG, ShimTest, clean_env, have_go, pprof_raw, run
+from common import PROG, ShimTest, clean_env, have_go, pprof_raw, run, top_lines
 
 GOGEN = os.path.join(PROG, "gogen")
 EVENTS = "150000"  # ~2-3 CPU-s over two goroutines on this machine
@@ -54,6 +55,21 @@ class GoProgram(ShimTest):
         whole = sum(w for w, frames in in_work if frames[-1].startswith("runtime.goexit"))
         self.assertGreater(sum(w for w, _ in in_work), 0.6 * total * 1e9)
         self.assertGreater(whole, 0.95 * sum(w for w, _ in in_work))
+
+    def test_go_frames_carry_go_source_lines(self):
+        # Go's linker writes no .debug_aranges: the uploader indexes the
+        # compilation units itself (uploader/dwarf.c), so Go code and the
+        # Go runtime get their files and lines like C does.
+        r = run([GOGEN, "50000"], clean_env({"PYROSCOPE_OUTPUT_DIR": self.out}))
+        self.assertEqual(r.rc, 0)
+        files = self.profile()
+        self.assertEqual(len(files), 1, self.files())
+        rows, _ = top_lines(files[0], ("-cum",))
+        main_go = [(fn, line) for fn, f, line in rows
+                   if fn.startswith("main.") and f.endswith("test/prog/gogen/main.go")]
+        self.assertTrue(main_go and all(line > 0 for _, line in main_go), sorted(rows)[:20])
+        self.assertTrue(any(fn.startswith("runtime.") and re.search(r"/src/runtime/\S+\.(go|s)$", f)
+                            and line > 0 for fn, f, line in rows), sorted(rows)[:20])
 
     def test_gos_own_profiler_keeps_its_samples_and_the_shim_profiles_too(self):
         # runtime/pprof at its 100 Hz, with and without the shim: the same

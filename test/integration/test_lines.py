@@ -17,7 +17,8 @@ import subprocess
 import tempfile
 import unittest
 
-from common import (PROG, ROOT, ShimTest, clean_env, have_go, pprof_raw, read_folded, run)
+from common import (PROG, ROOT, ShimTest, clean_env, have_go, pprof, pprof_raw, read_folded,
+                    run, top_lines)
 
 SRC_MAIN = os.path.join(ROOT, "test", "prog", "lines", "lines_main.c")
 SRC_LIB = os.path.join(ROOT, "test", "prog", "lines", "lines_lib.c")
@@ -30,32 +31,6 @@ def marked_line(path, mark):
             if mark in line:
                 return n
     raise AssertionError("no %r in %s" % (mark, path))
-
-
-def pprof(*args):
-    env = dict(os.environ, PPROF_TMPDIR=tempfile.gettempdir(), HOME=os.environ.get("HOME", "/tmp"))
-    p = subprocess.run(["go", "tool", "pprof", "-symbolize=none"] + list(args),
-                       capture_output=True, text=True, env=env, timeout=120, cwd="/")
-    if p.returncode != 0:
-        raise AssertionError("go tool pprof %s: %s" % (args, p.stderr))
-    return p.stdout
-
-
-def top_lines(path, extra=()):
-    """{(function, file, line): flat} from -lines -top, and the set of
-    functions shown as inlined."""
-    rows, inlined = {}, set()
-    out = pprof("-lines", "-top", "-nodecount=1000", *extra, path)
-    for line in out.splitlines():
-        m = re.match(r"\s*([\d.]+)(\w*)\s+[\d.]+%\s+[\d.]+%\s+[\d.]+\w*\s+[\d.]+%\s+(\S+)\s+(\S+):(\d+)"
-                     r"(\s+\(inline\))?\s*$", line)
-        if not m:
-            continue
-        key = (m.group(3), m.group(4), int(m.group(5)))
-        rows[key] = rows.get(key, 0) + float(m.group(1))
-        if m.group(6):
-            inlined.add(m.group(3))
-    return rows, inlined
 
 
 def best_line(rows, func_prefix, path):
