@@ -32,7 +32,7 @@
 
 #define MAX_OBJECTS   4096      /* objects reported; more stay function-level */
 #define RSS_EVERY     256       /* look-ups between two checks of the cap */
-#define PS_MAX_FRAMES_DW 32     /* frames of one look-up */
+#define MAX_FRAMES 32     /* frames of one look-up */
 #define MAX_CU_RANGES (1u << 20) /* CU ranges indexed per object */
 
 /* libdw's entry points, resolved once by load_once(). */
@@ -139,7 +139,7 @@ struct object {
 };
 
 struct ps_dwarf {
-	char paths[PS_MAX_FRAMES_DW][PATH_MAX];  /* joined file names of the last look-up */
+	char paths[MAX_FRAMES][PATH_MAX];  /* joined file names of the last look-up */
 	Dwfl *dwfl;             /* NULL until the first look-up */
 	Dwfl_Callbacks cb;      /* must outlive dwfl */
 	char *debuginfo_path;   /* cb's, owned */
@@ -497,5 +497,5 @@ ps_dwarf_lookup(struct ps_dwarf *d, const char *path, uintptr_t bias, uintptr_t 
 	}
 	inner = sc[0];
 	free(sc);
-	return chain(d, cu, &inner, file, line, out, max < PS_MAX_FRAMES_DW ? max : PS_MAX_FRAMES_DW);
+	return chain(d, cu, &inner, file, line, out, max < MAX_FRAMES ? max : MAX_FRAMES);
 }

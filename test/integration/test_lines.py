@@ -177,6 +177,17 @@ class LineOptions(ShimTest):
         want = ["lib_spin (%s:%d)" % (SRC_LIB, n) for n in (lib - 1, lib, lib + 1)]
         self.assertTrue(any(s.split(";")[-1] in want for s in folded), sorted(folded)[:10])
 
+    def test_dwarf_memory_cap_is_said_in_the_profile_and_names_stay(self):
+        # One byte: the first object's DWARF is read, then the cap stops
+        # the rest, and the comments say so; every frame keeps its name.
+        f = self.run_lines({"PYROSCOPE_DWARF_MEMORY": "1"})
+        out = pprof("-raw", f["cpu.pb.gz"])
+        self.assertIn("PYROSCOPE_DWARF_MEMORY (1 bytes) reached", out)
+        _, samples = pprof_raw(f["cpu.pb.gz"])
+        names = {fr for _, frames in samples for fr in frames}
+        self.assertTrue({"main", "lib_spin"} <= names, sorted(names)[:20])
+        self.assertFalse([n for n in names if n.startswith("?")])
+
     def test_dwarf_memory_zero_is_function_level_with_real_addresses(self):
         f = self.run_lines({"PYROSCOPE_DWARF_MEMORY": "0"})
         out = pprof("-raw", f["cpu.pb.gz"])
