@@ -899,9 +899,24 @@ class FileAccess(UploadTest):
         mapped |= {os.path.realpath(m) for m in Probe(r1).maps}
         return cwd, sorted(seen - base), mapped
 
+    @staticmethod
+    def prefixes(path):
+        """"/a/b/c" -> ["/a/b/c", "/a/b", "/a"]."""
+        out = []
+        while path not in ("/", ""):
+            out.append(path)
+            path = os.path.dirname(path)
+        return out
+
     def unexplained(self, paths, mapped, cwd, config=(), out=None, allow=None):
         ids = {build_id(p) for p in mapped} - {None}
         debug = {"/usr/lib/debug/.build-id/%s/%s.debug" % (i[:2], i[2:]) for i in ids}
+        # libdw (source lines, uploader/dwarf.c) resolves each file it opens
+        # with realpath, which reads every directory on the way: the
+        # ancestors of a mapped object, of its debug file, or of
+        # /proc/self/exe, and nothing else.
+        ancestors = {os.path.dirname(a) for f in (mapped | debug | {"/proc/self/exe"})
+                     for a in self.prefixes(f)}
         bad, seen_kinds = [], set()
         for p in paths:
             if out and (p == out or p.startswith(out + "/") or out.startswith(p + "/")):
@@ -916,6 +931,8 @@ class FileAccess(UploadTest):
                 kind = "mapped"
             elif p in debug:
                 kind = "debug"
+            elif p in ancestors:
+                kind = "ancestor"
             elif allow and (p in LIBCURL_READS or LIBCURL_READS_RE.match(p)):
                 kind = "libcurl"
             else:
