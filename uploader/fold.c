@@ -244,6 +244,7 @@ map_for(struct ps_fold *f, uintptr_t ip)
 	m->start = mi.start;
 	m->limit = mi.limit;
 	m->offset = mi.offset;
+	m->has_functions = (uint8_t)mi.has_functions;
 	if (intern(f, mi.file, &m->file) || intern(f, mi.build_id, &m->build_id))
 		return 0;
 	return ++f->nmaps;

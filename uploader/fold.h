@@ -80,6 +80,7 @@ struct ps_fold_map {
 	uintptr_t start, limit;
 	uint64_t offset;
 	uint32_t file, build_id;            /* name ids */
+	uint8_t has_functions;              /* symbols, not placeholders */
 	uint8_t has_lines;                  /* DWARF found for this object */
 };
 

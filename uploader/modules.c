@@ -299,6 +299,35 @@ scan_watched(struct scan *sc)
 	return sc->err;
 }
 
+int
+ps_modules_region(uintptr_t ip, uintptr_t *lo, uintptr_t *hi, uint64_t *off, char *name,
+		  size_t len)
+{
+	char path[64], line[PATH_MAX + 128], file[PATH_MAX];
+	unsigned long a, b;
+	unsigned long long o;
+	int rc = -ENOENT;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", watched ? (int)watched : (int)getpid());
+	f = fopen(path, "re");
+	if (!f)
+		return -ENOENT;
+	while (rc && fgets(line, sizeof(line), f)) {
+		file[0] = '\0';
+		if (sscanf(line, "%lx-%lx %*s %llx %*s %*s %4095[^\n]", &a, &b, &o, file) < 3 ||
+		    ip < a || ip >= b)
+			continue;
+		*lo = a;
+		*hi = b;
+		*off = o;
+		snprintf(name, len, "%s", file[0] ? file : "//anon");
+		rc = 0;
+	}
+	fclose(f);
+	return rc;
+}
+
 /* Move the modules of the current list that the scan does not cover into
  * it (their owned parts with them). */
 static void

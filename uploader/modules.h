@@ -46,6 +46,15 @@ struct ps_modules {
 /* The object that contains ip, re-reading the list if due; NULL if none. */
 struct ps_module *ps_modules_find(struct ps_modules *s, uintptr_t ip);
 
+/* The region of the program's /proc/PID/maps (this process's own when no
+ * program is watched) that holds ip: for code in no loaded object, such as
+ * JIT code in anonymous memory.  Fills [*lo, *hi), the file offset, and
+ * name[len]: the mapped file, "//anon" for anonymous memory (pprof's name
+ * for it), or the kernel's name ("[stack]", "[heap]").
+ * Returns 0, or -ENOENT when no region holds ip. */
+int ps_modules_region(uintptr_t ip, uintptr_t *lo, uintptr_t *hi, uint64_t *off, char *name,
+		      size_t len);
+
 /* Release everything; *s is then empty. */
 void ps_modules_free(struct ps_modules *s);
 

@@ -124,9 +124,9 @@ pick_fill(const struct ps_fold *f, struct pick *p)
 		p->maps[j - 1] = (struct ps_pprof_mapping){
 			.start = m->start, .limit = m->limit, .offset = m->offset,
 			.file = f->names[m->file], .build_id = f->names[m->build_id],
-			/* Every location has a name; lines and inlined frames
-			 * only where DWARF was found. */
-			.has_functions = 1, .has_filenames = m->has_lines,
+			/* Names where a symbol table gave them; lines and
+			 * inlined frames only where DWARF was found. */
+			.has_functions = m->has_functions, .has_filenames = m->has_lines,
 			.has_line_numbers = m->has_lines, .has_inline_frames = m->has_lines,
 		};
 	}

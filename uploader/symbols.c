@@ -17,6 +17,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +52,8 @@ struct ps_symbols {
 	demangle_fn demangle;   /* NULL until the process has a C++ runtime */
 	struct ps_dwarf *dwarf; /* owned; NULL: no source lines */
 	struct ps_buf src;      /* strings of the last ps_symbols_source */
+	char region[PATH_MAX];  /* file of the last ps_symbols_mapping outside
+				 * every object */
 	struct ps_symbols_stats st;
 	char scratch[MAX_NAME]; /* the result being built */
 };
@@ -476,12 +479,16 @@ ps_symbols_mapping(struct ps_symbols *s, uintptr_t ip, struct ps_map_info *out)
 
 	if (!s || !out)
 		return -EINVAL;
+	memset(out, 0, sizeof(*out));
 	m = find_module(s, ip);
-	if (!m)
-		return -ENOENT;
+	if (!m) {
+		/* JIT code or anonymous memory: the region it is in. */
+		out->file = s->region;
+		return ps_modules_region(ip, &out->start, &out->limit, &out->offset, s->region,
+					 sizeof(s->region));
+	}
 	if (m->state == PS_MOD_NEW)
 		load_module(s, m);
-	memset(out, 0, sizeof(*out));
 	out->start = m->lo;
 	out->limit = m->hi;
 	for (i = 0; m->phdr && i < m->phnum; i++) {
@@ -495,6 +502,8 @@ ps_symbols_mapping(struct ps_symbols *s, uintptr_t ip, struct ps_map_info *out)
 		break;
 	}
 	out->file = m->shown;
+	/* The vDSO is named through dladdr; a file by its symbol table. */
+	out->has_functions = m->state == PS_MOD_READY ? m->tab.n > 0 : 1;
 	for (i = 0; i < m->tab.build_id_len; i++)
 		snprintf(out->build_id + 2 * i, 3, "%02x", m->tab.build_id[i]);
 	return 0;

@@ -110,13 +110,17 @@ int ps_symbols_source(struct ps_symbols *s, uintptr_t ip, struct ps_src_frame *o
 struct ps_map_info {
 	uintptr_t start, limit;    /* page-aligned runtime range */
 	uint64_t offset;           /* file offset of start */
-	const char *file;          /* object file, or "[vdso]", "[anon]" */
+	const char *file;          /* object file, "[vdso]", or for code in no
+				    * object its region's: "//anon", a file */
 	char build_id[129];        /* GNU build ID in lowercase hex, "" if none */
+	int has_functions;         /* names come from a symbol table (not
+				    * "[unknown]+0x..." placeholders) */
 };
 
-/* Describe the segment of the object that contains ip.  file stays valid
- * until the next call on s.  Returns 0, -ENOENT (ip in no known object),
- * -EINVAL.  Context: the owner, uploader. */
+/* Describe the segment of the object that contains ip, or for an ip in no
+ * object (JIT code, anonymous memory) its region of /proc/PID/maps.  file
+ * stays valid until the next call on s.  Returns 0, -ENOENT (ip in no
+ * mapped region), -EINVAL.  Context: the owner, uploader. */
 int ps_symbols_mapping(struct ps_symbols *s, uintptr_t ip, struct ps_map_info *out);
 
 /* Objects were loaded or unloaded (dlopen, dlclose): forget the IP cache and

@@ -161,6 +161,37 @@ class Lines(ShimTest):
 
 
 @unittest.skipUnless(have_go(), "go tool pprof is not installed")
+class Unusual(ShimTest):
+    def test_jit_code_gets_an_anonymous_mapping_and_its_address(self):
+        env = clean_env({"PYROSCOPE_OUTPUT_DIR": self.out, "PYROSCOPE_APPLICATION_NAME": "jit"})
+        r = run([os.path.join(PROG, "jit"), "300"], env)
+        self.assertEqual((r.rc, r.out, r.err), (0, b"ok\n", b""))
+        (f,) = [os.path.join(self.out, f) for f in self.files() if f.endswith(".cpu.pb.gz")]
+        out = pprof("-raw", f)
+        maps = re.findall(r"^(\d+): (0x[0-9a-f]+)/(0x[0-9a-f]+)/0x[0-9a-f]+ //anon  (\S*)$",
+                          out.split("Mappings", 1)[1], re.M)
+        self.assertEqual(len(maps), 1, out[-600:])
+        mid, lo, hi, flags = maps[0]
+        self.assertNotIn("[FN]", flags, "no symbol table names JIT code")
+        locs = re.findall(r"^\s+\d+: (0x[0-9a-f]+) M=%s " % mid, out, re.M)
+        self.assertTrue(locs)
+        self.assertTrue(all(int(lo, 16) <= int(a, 16) < int(hi, 16) for a in locs), locs)
+
+    def test_generator_demo_has_no_unsymbolized_frame(self):
+        # Its calls into libc go through PLT stubs, which have no symbol:
+        # they are named "func@plt", never "generator+0x10c0".
+        env = clean_env({"PYROSCOPE_OUTPUT_DIR": self.out, "PYROSCOPE_SAMPLE_RATE": "250",
+                         "PYROSCOPE_APPLICATION_NAME": "gen"})
+        gen = os.path.join(ROOT, "examples", "generator")
+        r = run([gen, "100000", os.path.join(self.tmp, "out.json"), "--seed", "1"], env)
+        self.assertEqual((r.rc, r.err), (0, b""))
+        (f,) = [os.path.join(self.out, f) for f in self.files() if f.endswith(".cpu.folded")]
+        frames = {fr for st in read_folded(f) for fr in st.split(";")}
+        self.assertFalse([fr for fr in frames if re.match(r"(generator|libc\.so\.6)\+0x", fr)],
+                         sorted(frames))
+
+
+@unittest.skipUnless(have_go(), "go tool pprof is not installed")
 class LineOptions(ShimTest):
     def run_lines(self, extra):
         env = clean_env(dict({"PYROSCOPE_OUTPUT_DIR": self.out, "PYROSCOPE_APPLICATION_NAME": "lo",
