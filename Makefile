@@ -215,15 +215,16 @@ FUZZ_FLAGS   = -std=c11 -g -O1 -fno-omit-frame-pointer \
 	       -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all $(WARN)
 FUZZ_NAMES   = traceparent span otlp_headers config_values config_env tags ingest_url headers
 FUZZ_BINS    = $(FUZZ_NAMES:%=build/fuzz/fuzz_%)
-FUZZ_SRC_traceparent   = trace/traceparent.c
-FUZZ_SRC_span          = trace/span.c trace/traceparent.c
-FUZZ_SRC_otlp_headers  = uploader/otlp.c trace/span.c trace/traceparent.c common/buf.c build/gen/otlp.pb.c
+FUZZ_SRC_traceparent   = trace/traceparent.c common/text.c
+FUZZ_SRC_span          = trace/span.c trace/traceparent.c common/text.c
+FUZZ_SRC_otlp_headers  = uploader/otlp.c trace/span.c trace/traceparent.c common/buf.c common/text.c \
+			 build/gen/otlp.pb.c
 FUZZ_LIBS_otlp_headers = -lprotobuf-nanopb
 FUZZ_SRC_config_values = common/config.c common/log.c
 FUZZ_SRC_config_env    = common/config.c common/log.c
-FUZZ_SRC_tags          = uploader/tags.c
-FUZZ_SRC_ingest_url    = uploader/ingest.c common/buf.c
-FUZZ_SRC_headers       = uploader/headers.c
+FUZZ_SRC_tags          = uploader/tags.c common/text.c
+FUZZ_SRC_ingest_url    = uploader/ingest.c common/buf.c common/text.c
+FUZZ_SRC_headers       = uploader/headers.c common/text.c
 
 fuzz: $(FUZZ_BINS)
 	@sh test/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_BINS)

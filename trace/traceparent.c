@@ -14,6 +14,7 @@
 #include <sys/random.h>
 
 #include "trace/traceparent.h"
+#include "common/text.h"
 
 #define TP_TRACE_OFF  3
 #define TP_PARENT_OFF 36
@@ -26,11 +27,7 @@ static const char hexdig[] = "0123456789abcdef";
 PS_SIGSAFE static int
 hexval(char c)
 {
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	return -1;
+	return c >= 'A' && c <= 'F' ? -1 : ps_hexval(c);
 }
 
 /* Decode 2n lowercase hex digits at p into out[0..n). */
@@ -182,18 +179,12 @@ value_ok(const char *v, size_t n)
 	return 1;
 }
 
-static int
-is_ows(char c)
-{
-	return c == ' ' || c == '\t';
-}
-
 /* Whether the member starting at p (up to the next ',' or NUL) has the same
  * key as k[0..kn). */
 static int
 member_has_key(const char *p, const char *k, size_t kn)
 {
-	while (is_ows(*p))
+	while (ps_is_ows(*p))
 		p++;
 	return strncmp(p, k, kn) == 0 && p[kn] == '=';
 }
@@ -240,16 +231,14 @@ ps_tracestate_valid(const char *s)
 		return 0;
 	for (;;) {
 		const char *end = strchrnul(p, ',');
-		const char *b = p, *e = end;
+		const char *b = p;
+		size_t n = (size_t)(end - p);
 
-		while (b < e && is_ows(*b))
-			b++;
-		while (e > b && is_ows(e[-1]))
-			e--;
-		if (e > b) {
+		ps_trim(&b, &n, ps_is_ows);
+		if (n > 0) {
 			if (++members > PS_TRACESTATE_MAX_MEMBERS)
 				return 0;
-			if (!member_ok(s, b, (size_t)(e - b)))
+			if (!member_ok(s, b, n))
 				return 0;
 		}
 		if (*end == '\0')

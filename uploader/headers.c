@@ -9,6 +9,7 @@
  * the input is still found and the variable rejected as a whole.
  */
 #include "uploader/headers.h"
+#include "common/text.h"
 
 #include <errno.h>
 #include <string.h>
@@ -105,11 +106,8 @@ hex4(const unsigned char *s)
 	int i, d;
 
 	for (i = 0; i < 4; i++) {
-		if (s[i] >= '0' && s[i] <= '9')
-			d = s[i] - '0';
-		else if ((s[i] | 0x20) >= 'a' && (s[i] | 0x20) <= 'f')
-			d = (s[i] | 0x20) - 'a' + 10;
-		else
+		d = ps_hexval((char)s[i]);
+		if (d < 0)
 			return -1;
 		v = v << 4 | d;
 	}
@@ -186,19 +184,12 @@ string(struct parser *p)
 }
 
 static int
-is_tchar(unsigned char c)
-{
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-	       (c >= '0' && c <= '9') || (c && strchr("!#$%&'*+-.^_`|~", c));
-}
-
-static int
 name_ok(const char *s, size_t n)
 {
 	size_t i;
 
 	for (i = 0; i < n; i++)
-		if (!is_tchar((unsigned char)s[i]))
+		if (!ps_is_tchar(s[i]))
 			return 0;
 	return n > 0;
 }

@@ -23,6 +23,7 @@
 #include <pb_encode.h>
 
 #include "uploader/otlp.h"
+#include "common/text.h"
 #include "otlp.pb.h"
 
 /* ---- output stream into a ps_buf -------------------------------------- */
@@ -332,30 +333,13 @@ struct span_ref {
 	size_t n;
 };
 
-static int
-is_ows(char c)
-{
-	return c == ' ' || c == '\t';
-}
-
 static struct span_ref
 trim(const char *b, const char *e)
 {
-	while (b < e && is_ows(*b))
-		b++;
-	while (e > b && is_ows(e[-1]))
-		e--;
-	return (struct span_ref){ b, (size_t)(e - b) };
-}
+	size_t n = (size_t)(e - b);
 
-/* RFC 9110 tchar. */
-static int
-is_tchar(char c)
-{
-	if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-	    (c >= '0' && c <= '9'))
-		return 1;
-	return c && strchr("!#$%&'*+-.^_`|~", c) != NULL;
+	ps_trim(&b, &n, ps_is_ows);
+	return (struct span_ref){ b, n };
 }
 
 static int
@@ -364,48 +348,9 @@ token_ok(struct span_ref k)
 	if (k.n == 0)
 		return 0;
 	for (size_t i = 0; i < k.n; i++)
-		if (!is_tchar(k.p[i]))
+		if (!ps_is_tchar(k.p[i]))
 			return 0;
 	return 1;
-}
-
-static int
-xval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-/* Percent-decode v into dst (room for v.n + 1 bytes) and NUL-terminate.
- * Returns 0, or -EINVAL on a malformed escape or a control character. */
-static int
-pct_decode(char *dst, struct span_ref v)
-{
-	size_t o = 0;
-
-	for (size_t i = 0; i < v.n; i++) {
-		unsigned char c = (unsigned char)v.p[i];
-
-		if (c == '%') {
-			int hi = i + 2 < v.n ? xval(v.p[i + 1]) : -1;
-			int lo = hi < 0 ? -1 : xval(v.p[i + 2]);
-
-			if (lo < 0)
-				return -EINVAL;
-			c = (unsigned char)(hi << 4 | lo);
-			i += 2;
-		}
-		if ((c < 0x20 && c != '\t') || c == 0x7f)
-			return -EINVAL;
-		dst[o++] = (char)c;
-	}
-	dst[o] = '\0';
-	return 0;
 }
 
 struct hdr_sink {
@@ -435,7 +380,7 @@ take_member(struct hdr_sink *k, struct span_ref m)
 	vd = kd + key.n + 1;
 	memcpy(kd, key.p, key.n);
 	kd[key.n] = '\0';
-	if (pct_decode(vd, val))
+	if (ps_pct_decode(val.p, val.n, vd, val.n + 1, 1) < 0)
 		return 1;
 	k->used += key.n + 1 + strlen(vd) + 1;
 	k->out[*k->n] = (struct ps_otlp_header){ kd, vd };

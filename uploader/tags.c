@@ -7,6 +7,7 @@
  * caller can warn once instead of once per tag.  See tags.h.
  */
 #include "uploader/tags.h"
+#include "common/text.h"
 
 #include <errno.h>
 #include <string.h>
@@ -21,29 +22,12 @@ static const char *const drop_words[] = {
 	[PS_TAGS_DROP_FULL] = "too many tags",
 };
 
-static int
-is_space(char c)
-{
-	return c == ' ' || c == '\t' || c == '\n' || c == '\r' ||
-	       c == '\v' || c == '\f';
-}
 
 static int
 is_alnum(char c)
 {
 	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
 	       (c >= '0' && c <= '9');
-}
-
-static void
-trim(const char **s, size_t *n)
-{
-	while (*n && is_space(**s)) {
-		(*s)++;
-		(*n)--;
-	}
-	while (*n && is_space((*s)[*n - 1]))
-		(*n)--;
 }
 
 /* 0 if the name is acceptable, else the reason to drop it. */
@@ -100,7 +84,7 @@ check_value(const char *v, size_t n)
 	const unsigned char *s = (const unsigned char *)v;
 	size_t i, step;
 
-	if (n == 0 || is_space(v[0]) || is_space(v[n - 1]))
+	if (n == 0 || ps_is_space(v[0]) || ps_is_space(v[n - 1]))
 		return PS_TAGS_DROP_BAD_VALUE;
 	if (n > PS_TAGS_VALUE_MAX)
 		return PS_TAGS_DROP_TOO_LONG;
@@ -179,7 +163,7 @@ parse_member(struct ps_tags *t, const char *s, size_t n,
 	size_t kn, vn;
 	int why;
 
-	trim(&s, &n);
+	ps_trim(&s, &n, ps_is_space);
 	if (n == 0)
 		return 0;
 	eq = memchr(s, '=', n);
@@ -190,8 +174,8 @@ parse_member(struct ps_tags *t, const char *s, size_t n,
 	kn = (size_t)(eq - s);
 	v = eq + 1;
 	vn = n - kn - 1;
-	trim(&s, &kn);
-	trim(&v, &vn);
+	ps_trim(&s, &kn, ps_is_space);
+	ps_trim(&v, &vn, ps_is_space);
 	why = put(t, s, kn, v, vn);
 	if (why) {
 		report(rep, why, s, kn);
@@ -279,7 +263,7 @@ ps_app_name_sanitize(const char *in, char *out, size_t len)
 	n = in ? strlen(in) : 0;
 	changed = !in;
 	i = n;
-	trim(&in, &n);
+	ps_trim(&in, &n, ps_is_space);
 	changed |= n != i;      /* whitespace trimmed */
 	for (i = 0; i < n && o < len - 1; i++) {
 		unsigned char c = (unsigned char)in[i];

@@ -1,0 +1,84 @@
+/* text.c -- character classes and small parsers.  See text.h. */
+#include "common/text.h"
+
+#include <errno.h>
+#include <string.h>
+
+PS_SIGSAFE int
+ps_hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+int
+ps_is_tchar(char c)
+{
+	if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))
+		return 1;
+	return c && strchr("!#$%&'*+-.^_`|~", c) != NULL;
+}
+
+PS_SIGSAFE int
+ps_is_ows(char c)
+{
+	return c == ' ' || c == '\t';
+}
+
+int
+ps_is_space(char c)
+{
+	return c == ' ' || (c >= '\t' && c <= '\r');
+}
+
+PS_SIGSAFE void
+ps_trim(const char **s, size_t *n, int (*is_ws)(char))
+{
+	while (*n && is_ws(**s)) {
+		(*s)++;
+		(*n)--;
+	}
+	while (*n && is_ws((*s)[*n - 1]))
+		(*n)--;
+}
+
+int
+ps_pct_escapes_ok(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (s[i] == '%' &&
+		    (n - i < 3 || ps_hexval(s[i + 1]) < 0 || ps_hexval(s[i + 2]) < 0))
+			return 0;
+	return 1;
+}
+
+long
+ps_pct_decode(const char *s, size_t n, char *dst, size_t cap, int tab_ok)
+{
+	size_t o = 0;
+
+	if (cap)
+		dst[0] = '\0';
+	if (!ps_pct_escapes_ok(s, n))
+		return -EINVAL;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		if (c == '%') {
+			c = (unsigned char)(ps_hexval(s[i + 1]) << 4 | ps_hexval(s[i + 2]));
+			i += 2;
+		}
+		if ((c < 0x20 && !(tab_ok && c == '\t')) || c == 0x7f)
+			return -EINVAL;
+		if (o + 1 >= cap)
+			return -ENOSPC;
+		dst[o++] = (char)c;
+		dst[o] = '\0';
+	}
+	return (long)o;
+}
