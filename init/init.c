@@ -18,7 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -30,6 +29,7 @@
 #include "common/config.h"
 #include "uploader/export.h"
 #include "common/guard.h"
+#include "common/shmem.h"
 #include "shim/livetab.h"
 #include "common/log.h"
 #include "shim/process.h"
@@ -38,6 +38,7 @@
 #include "shim/stacktab.h"
 #include "shim/unwind.h"
 #include "uploader/worker.h"
+#include "shim/next.h"
 
 void ps_hook_malloc_resolve(void);
 
@@ -78,16 +79,12 @@ exe_path(char *buf, size_t len)
 static int
 env_set(const char *name, const char *value)
 {
-	static int (*set)(const char *, const char *, int);
-	static int (*unset)(const char *);
+	PS_NEXT(setenv);
+	PS_NEXT(unsetenv);
 
-	if (!set) {
-		set = (int (*)(const char *, const char *, int))dlsym(RTLD_NEXT, "setenv");
-		unset = (int (*)(const char *))dlsym(RTLD_NEXT, "unsetenv");
-	}
-	if (!set || !unset)
+	if (!real_setenv || !real_unsetenv)
 		return -1;
-	return value ? set(name, value, 1) : unset(name);
+	return value ? real_setenv(name, value, 1) : real_unsetenv(name);
 }
 
 /* Absolute output directory; the default one is exported so that children
@@ -248,10 +245,8 @@ static int
 tables_child(void)
 {
 	struct tables copy = *tabs;
-	void *m = mmap(tabs, sizeof(*tabs), PROT_READ | PROT_WRITE,
-		       MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
 
-	if (m == MAP_FAILED)
+	if (ps_shmem_renew(tabs, sizeof(*tabs)))
 		return -ENOMEM;
 	*tabs = copy;
 	return 0;
@@ -280,11 +275,10 @@ on_fork_child(void)
 static int
 start_tables(struct ps_config *c)
 {
-	void *m = mmap(NULL, sizeof(*tabs), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-		       -1, 0);
+	void *m = ps_shmem_new(sizeof(*tabs));
 	int rc;
 
-	if (m == MAP_FAILED)
+	if (!m)
 		return -ENOMEM;
 	tabs = m;
 	rc = ps_stacktab_init(&tabs->st, c->stack_memory);

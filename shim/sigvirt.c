@@ -4,8 +4,8 @@
  * keeps the state they share with the handler.
  */
 #include "shim/sigvirt.h"
+#include "shim/next.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -100,7 +100,7 @@ ps_sigvirt_start(int sig, void (*handler)(int, siginfo_t *, void *))
 {
 	struct sigaction sa, old;
 
-	real_sigaction = (sigaction_fn)dlsym(RTLD_NEXT, "sigaction");
+	real_sigaction = (sigaction_fn)ps_next("sigaction");
 	if (!real_sigaction)
 		return -ENOSYS;
 	memset(&sa, 0, sizeof(sa));
