@@ -198,10 +198,10 @@ build/asan/test/check_%: test/check_%.c build/asan/libpyroshim_core.a
 	$(CC) $(CPPFLAGS) -std=c11 -O1 -g -pthread $(WARN) -Wno-unused-parameter $(ASAN_FLAGS) $< \
 	    build/asan/libpyroshim_core.a $(LIBS) $(CHECK_LIBS) -o $@
 
-$(TSAN_BIN): test/tsan_tables.c shim/stacktab.c shim/livetab.c shim/stacktab.h shim/livetab.h common/ps.h
+$(TSAN_BIN): test/tsan_tables.c shim/stacktab.c shim/livetab.c common/shmem.c shim/stacktab.h shim/livetab.h common/ps.h
 	@mkdir -p build/tsan
 	$(CC) $(CPPFLAGS) -std=c11 -O1 -g -pthread $(WARN) -fsanitize=thread $< \
-	    shim/stacktab.c shim/livetab.c -o $@
+	    shim/stacktab.c shim/livetab.c common/shmem.c -o $@
 
 sanitize: $(ASAN_TESTS) $(TESTS) $(TSAN_BIN)
 	@sh test/sanitize.sh --asan $(ASAN_TESTS) --valgrind $(TESTS) --tsan $(TSAN_BIN)

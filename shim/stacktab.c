@@ -12,7 +12,7 @@
 
 #include <errno.h>
 #include <string.h>
-#include <sys/mman.h>
+#include "common/shmem.h"
 
 #define MAX_PROBE 64
 
@@ -34,8 +34,8 @@ ps_stacktab_init(struct ps_stacktab *t, uint64_t budget)
 	slots_len = (slots_len + 4095) & ~(size_t)4095;
 	t->npool = (uint32_t)((budget - slots_len) / sizeof(uintptr_t));
 	t->map_len = slots_len + (size_t)t->npool * sizeof(uintptr_t);
-	p = mmap(NULL, t->map_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (p == MAP_FAILED)
+	p = ps_shmem_new(t->map_len);
+	if (!p)
 		return -ENOMEM;
 	t->slots = p;
 	t->pool = (uintptr_t *)((char *)p + slots_len);
@@ -45,10 +45,7 @@ ps_stacktab_init(struct ps_stacktab *t, uint64_t budget)
 int
 ps_stacktab_reset(struct ps_stacktab *t)
 {
-	void *p = mmap(t->slots, t->map_len, PROT_READ | PROT_WRITE,
-		       MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
-
-	if (p == MAP_FAILED)
+	if (ps_shmem_renew(t->slots, t->map_len))
 		return -ENOMEM;
 	atomic_store(&t->pool_used, 0);
 	atomic_store(&t->dropped, 0);

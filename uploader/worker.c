@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -23,6 +22,7 @@
 
 #include "common/guard.h"
 #include "common/log.h"
+#include "common/shmem.h"
 #include "shim/alloc.h"
 #include "shim/stacktab.h"
 #include "uploader/symbols.h"
@@ -80,13 +80,12 @@ min_u64(uint64_t a, uint64_t b)
 static int
 ctl_new(void)
 {
-	struct ctl *m = mmap(NULL, sizeof(*m), PROT_READ | PROT_WRITE,
-			     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	struct ctl *m = ps_shmem_new(sizeof(*m));
 
-	if (m == MAP_FAILED)
+	if (!m)
 		return -ENOMEM;
 	if (sem_init(&m->wake, 1, 0) || sem_init(&m->done, 1, 0)) {
-		(void)munmap(m, sizeof(*m));
+		ps_shmem_free(m, sizeof(*m));
 		return -errno;
 	}
 	atomic_store(&m->host_threads, 1);
@@ -625,6 +624,6 @@ ps_worker_child(void)
 	helper = running = 0;
 	pthread_mutex_init(&lock, NULL);
 	if (parent)
-		(void)munmap(parent, sizeof(*parent));
+		ps_shmem_free(parent, sizeof(*parent));
 	atomic_store(&due, 1);
 }
