@@ -63,9 +63,11 @@ PROGS   += build/prog/gogen
 EXAMPLES = $(patsubst examples/%.c,examples/%,$(wildcard examples/*.c))
 
 SO = shim/libpyroshim.so
+# pyrorun's question to the library's traceparent rules (scripts/traceparent.c).
+TP_TOOL = build/pyroshim-traceparent
 
 .PHONY: all check unit integration bench install uninstall clean lint layers fuzz
-all: $(SO) $(EXAMPLES)
+all: $(SO) $(TP_TOOL) $(EXAMPLES)
 
 build/gen/%.pb.c build/gen/%.pb.h: uploader/%.proto $(wildcard uploader/*.options)
 	@mkdir -p build/gen
@@ -83,6 +85,10 @@ build/inc/%/.ok: Makefile
 build/%.o: %.c $(GEN_H) $(INC_DIRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(call LAYER_CPPFLAGS,$*) $(DEPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(TP_TOOL): scripts/traceparent.c build/trace/traceparent.o build/common/text.o
+	$(CC) $(CPPFLAGS) $(DEPFLAGS) -std=c11 -O2 -g $(WARN) $< build/trace/traceparent.o \
+	    build/common/text.o -o $@
 
 $(SO): $(LIB_OBJ) shim/pyroshim.map
 	$(CC) -shared -o $@ $(LIB_OBJ) -Wl,--version-script=shim/pyroshim.map \
@@ -127,11 +133,11 @@ examples/loader: examples/loader.c
 unit: $(TESTS)
 	@sh test/run-unit.sh $(TESTS)
 
-integration: $(SO) $(EXAMPLES) $(PROGS)
+integration: $(SO) $(TP_TOOL) $(EXAMPLES) $(PROGS)
 	@python3 test/integration/run.py
 
 # Everything, one suite after the other, with one closing summary line.
-check: $(TESTS) $(SO) $(EXAMPLES) $(PROGS)
+check: $(TESTS) $(SO) $(TP_TOOL) $(EXAMPLES) $(PROGS)
 	@sh test/run-all.sh $(TESTS)
 
 lint: layers
@@ -152,10 +158,11 @@ bench: $(SO) $(BENCH_SO) $(EXAMPLES) $(PROGS)
 bench-smoke: $(SO) $(BENCH_SO) $(EXAMPLES) $(PROGS)
 	@sh bench/run.sh --smoke
 
-install: $(SO)
-	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin \
+install: $(SO) $(TP_TOOL)
+	install -d $(DESTDIR)$(PREFIX)/lib/pyroshim $(DESTDIR)$(PREFIX)/bin \
 	    $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man7
 	install -m 0644 $(SO) $(DESTDIR)$(PREFIX)/lib/libpyroshim.so
+	install -m 0755 $(TP_TOOL) $(DESTDIR)$(PREFIX)/lib/pyroshim/pyroshim-traceparent
 	sed 's|@LIBDIR@|$(PREFIX)/lib|; s|@VERSION@|$(VERSION)|' scripts/pyrorun > $(DESTDIR)$(PREFIX)/bin/pyrorun
 	chmod 0755 $(DESTDIR)$(PREFIX)/bin/pyrorun
 	sed 's|@VERSION@|$(VERSION)|' man/pyrorun.1 > $(DESTDIR)$(PREFIX)/share/man/man1/pyrorun.1
@@ -164,6 +171,7 @@ install: $(SO)
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/lib/libpyroshim.so $(DESTDIR)$(PREFIX)/bin/pyrorun \
+	    $(DESTDIR)$(PREFIX)/lib/pyroshim/pyroshim-traceparent \
 	    $(DESTDIR)$(PREFIX)/share/man/man1/pyrorun.1 $(DESTDIR)$(PREFIX)/share/man/man7/pyroshim.7
 
 clean:
