@@ -57,6 +57,57 @@ ps_pct_escapes_ok(const char *s, size_t n)
 	return 1;
 }
 
+size_t
+ps_utf8_seq(const char *str, size_t n)
+{
+	const unsigned char *s = (const unsigned char *)str;
+	size_t len;
+	unsigned cp, min;
+
+	if (n == 0)
+		return 0;
+	if (s[0] < 0x80)
+		return 1;
+	if (s[0] >= 0xc2 && s[0] <= 0xdf)
+		len = 2, cp = s[0] & 0x1f, min = 0x80;
+	else if (s[0] >= 0xe0 && s[0] <= 0xef)
+		len = 3, cp = s[0] & 0x0f, min = 0x800;
+	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
+		len = 4, cp = s[0] & 0x07, min = 0x10000;
+	else
+		return 0;
+	if (n < len)
+		return 0;
+	for (size_t i = 1; i < len; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		cp = cp << 6 | (s[i] & 0x3f);
+	}
+	if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	return len;
+}
+
+void
+ps_report_drop(struct ps_report *rep, int why, const char *name, size_t n)
+{
+	char *out;
+
+	if (!rep)
+		return;
+	rep->dropped++;
+	if (rep->listed >= PS_REPORT_ITEMS)
+		return;
+	rep->item[rep->listed].why = why;
+	out = rep->item[rep->listed].name;
+	if (n > PS_REPORT_NAME - 1)
+		n = PS_REPORT_NAME - 1;
+	for (size_t i = 0; i < n; i++)
+		out[i] = name[i] >= 0x20 && name[i] < 0x7f ? name[i] : '?';
+	out[n] = '\0';
+	rep->listed++;
+}
+
 long
 ps_pct_decode(const char *s, size_t n, char *dst, size_t cap, int tab_ok)
 {

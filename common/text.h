@@ -37,4 +37,30 @@ long ps_pct_decode(const char *s, size_t n, char *dst, size_t cap, int tab_ok);
 /* 1 if every %-escape in s[0..n) is complete ('%' and two hex digits). */
 int ps_pct_escapes_ok(const char *s, size_t n);
 
+/* The length of the well-formed UTF-8 sequence at s, of the n bytes
+ * there: 1 for ASCII (a NUL included), 2-4, or 0 (truncated, overlong,
+ * a surrogate, beyond U+10FFFF, or n == 0). */
+size_t ps_utf8_seq(const char *s, size_t n);
+
+#define PS_REPORT_ITEMS 4
+#define PS_REPORT_NAME  32
+
+/* What a parser of a list (tags, headers) dropped, so that the caller can
+ * print one warning: how many, and why for the first few, by name only --
+ * never a value, which may be a credential.  A zeroed struct is empty. */
+struct ps_report {
+	unsigned dropped;               /* members dropped in total */
+	unsigned listed;                /* entries used in item[] */
+	struct {
+		int why;                /* the parser's reason (its enum) */
+		/* the name, cut to fit, every byte outside printable ASCII
+		 * replaced by '?' */
+		char name[PS_REPORT_NAME];
+	} item[PS_REPORT_ITEMS];
+};
+
+/* Count one dropped member, and list it while there is room.  rep may be
+ * NULL (nothing is recorded). */
+void ps_report_drop(struct ps_report *rep, int why, const char *name, size_t n);
+
 #endif

@@ -37,20 +37,11 @@ pipe2(int fds[2], int flags)
 	return real_pipe2(fds, flags);
 }
 
+/* pipe2 with no flags, as the kernel defines it. */
 PS_EXPORT int
 pipe(int fds[2])
 {
-	PS_NEXT(pipe);
-
-	if (ps_unwind_active()) {
-		errno = EMFILE;
-		return -1;
-	}
-	if (!real_pipe) {
-		errno = ENOSYS;
-		return -1;
-	}
-	return real_pipe(fds);
+	return pipe2(fds, 0);
 }
 
 /* One readable byte at addr?  Returns 1 like the write it replaces, or -1

@@ -243,20 +243,6 @@ epoll_pwait2(int fd, struct epoll_event *ev, int max, const struct timespec *t,
 /* ---- synchronous receipt: never one of the shim's samples ------------ */
 
 PS_EXPORT int
-sigwaitinfo(const sigset_t *set, siginfo_t *info)
-{
-	sigset_t copy;
-	int sig;
-
-	PS_NEXT(sigwaitinfo);
-	MISSING(sigwaitinfo, -1);
-	sig = ps_sigvirt_take_pending(set, info);
-	if (sig)
-		return sig;
-	return real_sigwaitinfo(ps_sigvirt_mask_in(set, &copy), info);
-}
-
-PS_EXPORT int
 sigtimedwait(const sigset_t *set, siginfo_t *info, const struct timespec *t)
 {
 	sigset_t copy;
@@ -268,6 +254,13 @@ sigtimedwait(const sigset_t *set, siginfo_t *info, const struct timespec *t)
 	if (sig)
 		return sig;
 	return real_sigtimedwait(ps_sigvirt_mask_in(set, &copy), info, t);
+}
+
+/* sigtimedwait with no timeout, as the C library defines it. */
+PS_EXPORT int
+sigwaitinfo(const sigset_t *set, siginfo_t *info)
+{
+	return sigtimedwait(set, info, NULL);
 }
 
 PS_EXPORT int

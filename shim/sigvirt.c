@@ -217,14 +217,24 @@ ps_sigvirt_adopt_thread(int blocked)
 
 /* ---- masks, for hook_signal.c (sigvirt_hooks.h) ---------------------- */
 
-const sigset_t *
-ps_sigvirt_mask_in(const sigset_t *set, sigset_t *copy)
+/* set with the shim's signal added (add) or taken out, in *copy. */
+static const sigset_t *
+with_vsig(const sigset_t *set, sigset_t *copy, int add)
 {
 	if (!vsig || !set)
 		return set;
 	*copy = *set;
-	sigdelset(copy, vsig);
+	if (add)
+		sigaddset(copy, vsig);
+	else
+		sigdelset(copy, vsig);
 	return copy;
+}
+
+const sigset_t *
+ps_sigvirt_mask_in(const sigset_t *set, sigset_t *copy)
+{
+	return with_vsig(set, copy, 0);
 }
 
 void
@@ -257,11 +267,7 @@ ps_sigvirt_mask_out(int how, const sigset_t *set, sigset_t *old, int was)
 const sigset_t *
 ps_sigvirt_wait_mask(const sigset_t *set, sigset_t *copy)
 {
-	if (!vsig || !set)
-		return set;
-	*copy = *set;
-	sigaddset(copy, vsig);
-	return copy;
+	return with_vsig(set, copy, 1);
 }
 
 int

@@ -72,32 +72,6 @@ emit_utf8(struct parser *p, unsigned cp)
 	emit(p, b, n);
 }
 
-/* Length of the well-formed UTF-8 sequence at s, or 0 (overlong forms,
- * surrogates, beyond U+10FFFF, truncated).  s is NUL-terminated. */
-static size_t
-utf8_seq(const unsigned char *s)
-{
-	size_t len, i;
-	unsigned cp, min;
-
-	if (s[0] >= 0xc2 && s[0] <= 0xdf)
-		len = 2, cp = s[0] & 0x1f, min = 0x80;
-	else if (s[0] >= 0xe0 && s[0] <= 0xef)
-		len = 3, cp = s[0] & 0x0f, min = 0x800;
-	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
-		len = 4, cp = s[0] & 0x07, min = 0x10000;
-	else
-		return 0;
-	for (i = 1; i < len; i++) {
-		if ((s[i] & 0xc0) != 0x80)      /* also stops at the NUL */
-			return 0;
-		cp = cp << 6 | (s[i] & 0x3f);
-	}
-	if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-		return 0;
-	return len;
-}
-
 /* Four hex digits after "\u"; -1 if malformed. */
 static long
 hex4(const unsigned char *s)
@@ -173,7 +147,7 @@ string(struct parser *p)
 				return rc;
 			continue;
 		}
-		n = *p->s < 0x80 ? 1 : utf8_seq(p->s);
+		n = ps_utf8_seq((const char *)p->s, strnlen((const char *)p->s, 4));
 		if (!n)
 			return -EINVAL;
 		emit(p, p->s, n);
@@ -241,30 +215,9 @@ judge(const struct parser *p, size_t start, size_t nlen, size_t vlen)
 	return 0;
 }
 
-static void
-report(struct ps_headers_report *rep, int why, const char *name, size_t n)
-{
-	char *out;
-	size_t i;
-
-	if (!rep)
-		return;
-	rep->dropped++;
-	if (rep->listed >= PS_HEADERS_REPORT_ITEMS)
-		return;
-	rep->item[rep->listed].why = (enum ps_headers_drop)why;
-	out = rep->item[rep->listed].name;
-	if (n > PS_HEADERS_REPORT_NAME - 1)
-		n = PS_HEADERS_REPORT_NAME - 1;
-	for (i = 0; i < n; i++)
-		out[i] = name[i] >= 0x20 && name[i] < 0x7f ? name[i] : '?';
-	out[n] = '\0';
-	rep->listed++;
-}
-
 /* One `"name" : "value"` member, stored or dropped. */
 static int
-member(struct parser *p, struct ps_headers_report *rep)
+member(struct parser *p, struct ps_report *rep)
 {
 	size_t start = p->pos, nlen, vstart;
 	int rc, why;
@@ -286,7 +239,7 @@ member(struct parser *p, struct ps_headers_report *rep)
 	emit(p, "", 1);
 	why = judge(p, start, nlen, p->overflow ? 0 : p->pos - vstart - 1);
 	if (why) {
-		report(rep, why, p->h->text + start, nlen);
+		ps_report_drop(rep, why, p->h->text + start, nlen);
 		p->pos = start;
 		return 0;
 	}
@@ -296,7 +249,7 @@ member(struct parser *p, struct ps_headers_report *rep)
 
 /* The object: '{' [member (',' member)*] '}' then only whitespace. */
 static int
-object(struct parser *p, struct ps_headers_report *rep)
+object(struct parser *p, struct ps_report *rep)
 {
 	int rc;
 
@@ -325,7 +278,7 @@ object(struct parser *p, struct ps_headers_report *rep)
 
 int
 ps_headers_parse_json(const char *json, struct ps_headers *h,
-		      struct ps_headers_report *rep)
+		      struct ps_report *rep)
 {
 	struct parser p;
 	int rc;

@@ -48,6 +48,15 @@ write_buf(pb_ostream_t *stream, const pb_byte_t *p, size_t n)
 
 /* ---- leaf callbacks ---------------------------------------------------- */
 
+/* One submessage of a repeated or message field: its tag, then msg. */
+static bool
+put_sub(pb_ostream_t *stream, const pb_field_t *field, const pb_msgdesc_t *fields,
+	const void *msg)
+{
+	return pb_encode_tag_for_field(stream, field) &&
+	       pb_encode_submessage(stream, fields, msg);
+}
+
 struct bytes_arg {
 	const void *p;
 	size_t n;
@@ -115,8 +124,7 @@ enc_strv(pb_ostream_t *stream, const pb_field_t *field, void *const *arg)
 
 		v.which_value = ps_otlp_pb_AnyValue_string_value_tag;
 		set_str(&v.value.string_value, at->v[i]);
-		if (!pb_encode_tag_for_field(stream, field) ||
-		    !pb_encode_submessage(stream, ps_otlp_pb_AnyValue_fields, &v))
+		if (!put_sub(stream, field, ps_otlp_pb_AnyValue_fields, &v))
 			return false;
 	}
 	return true;
@@ -154,8 +162,7 @@ enc_attrs(pb_ostream_t *stream, const pb_field_t *field, void *const *arg)
 		set_str(&kv.key, l->a[i].key);
 		kv.has_value = true;
 		fill_value(&kv.value, &l->a[i]);
-		if (!pb_encode_tag_for_field(stream, field) ||
-		    !pb_encode_submessage(stream, ps_otlp_pb_KeyValue_fields, &kv))
+		if (!put_sub(stream, field, ps_otlp_pb_KeyValue_fields, &kv))
 			return false;
 	}
 	return true;
@@ -210,8 +217,7 @@ enc_spans(pb_ostream_t *stream, const pb_field_t *field, void *const *arg)
 	ps_otlp_pb_Span s = ps_otlp_pb_Span_init_zero;
 
 	fill_span(&s, *arg);
-	return pb_encode_tag_for_field(stream, field) &&
-	       pb_encode_submessage(stream, ps_otlp_pb_Span_fields, &s);
+	return put_sub(stream, field, ps_otlp_pb_Span_fields, &s);
 }
 
 /* ResourceSpans.scope_spans: one scope; arg: struct enc_ctx. */
@@ -226,8 +232,7 @@ enc_scope_spans(pb_ostream_t *stream, const pb_field_t *field,
 	set_str(&ss.scope.version, PS_VERSION);
 	ss.spans.funcs.encode = enc_spans;
 	ss.spans.arg = *arg;
-	return pb_encode_tag_for_field(stream, field) &&
-	       pb_encode_submessage(stream, ps_otlp_pb_ScopeSpans_fields, &ss);
+	return put_sub(stream, field, ps_otlp_pb_ScopeSpans_fields, &ss);
 }
 
 /* ExportTraceServiceRequest.resource_spans: one; arg: struct enc_ctx. */
@@ -243,9 +248,7 @@ enc_resource_spans(pb_ostream_t *stream, const pb_field_t *field,
 	rs.resource.attributes.arg = &c->res_attrs;
 	rs.scope_spans.funcs.encode = enc_scope_spans;
 	rs.scope_spans.arg = c;
-	return pb_encode_tag_for_field(stream, field) &&
-	       pb_encode_submessage(stream, ps_otlp_pb_ResourceSpans_fields,
-				    &rs);
+	return put_sub(stream, field, ps_otlp_pb_ResourceSpans_fields, &rs);
 }
 
 static struct attr

@@ -16,7 +16,7 @@
 static void
 tags_setup(struct ps_remote *r, const struct ps_config *c, const struct ps_span *sp, int *bad)
 {
-	struct ps_tags_report rep = { 0 };
+	struct ps_report rep = { 0 };
 	char hex[40];
 	unsigned i;
 
@@ -45,7 +45,7 @@ tags_setup(struct ps_remote *r, const struct ps_config *c, const struct ps_span 
 static void
 headers_setup(struct ps_remote *r, const struct ps_config *c, int *bad)
 {
-	struct ps_headers_report rep;
+	struct ps_report rep;
 	unsigned n = 0, i;
 	int rc;
 
