@@ -140,8 +140,13 @@ integration: $(SO) $(TP_TOOL) $(EXAMPLES) $(PROGS)
 check: $(TESTS) $(SO) $(TP_TOOL) $(EXAMPLES) $(PROGS)
 	@sh test/run-all.sh $(TESTS)
 
-lint: layers
+lint: layers sigsafe
 	@sh test/lint.sh
+
+# PS_SIGSAFE marks exactly what a signal handler reaches (test/sigsafe.py).
+.PHONY: sigsafe
+sigsafe: $(INC_DIRS) $(GEN_H)
+	@python3 test/sigsafe.py $(LIB_SRC)
 
 # A wrong-way include must fail the build (test/layers.sh).
 layers: $(INC_DIRS) $(GEN_H)

@@ -4,7 +4,7 @@
 #include <errno.h>
 #include <sys/mman.h>
 
-void *
+PS_SIGSAFE void *
 ps_shmem_new(size_t len)
 {
 	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -21,7 +21,7 @@ ps_shmem_renew(void *p, size_t len)
 	return q == MAP_FAILED ? -ENOMEM : 0;
 }
 
-void
+PS_SIGSAFE void
 ps_shmem_free(void *p, size_t len)
 {
 	if (p)

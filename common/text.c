@@ -4,7 +4,7 @@
 #include <errno.h>
 #include <string.h>
 
-PS_SIGSAFE int
+int
 ps_hexval(char c)
 {
 	if (c >= '0' && c <= '9')
@@ -24,7 +24,7 @@ ps_is_tchar(char c)
 	return c && strchr("!#$%&'*+-.^_`|~", c) != NULL;
 }
 
-PS_SIGSAFE int
+int
 ps_is_ows(char c)
 {
 	return c == ' ' || c == '\t';
@@ -36,7 +36,7 @@ ps_is_space(char c)
 	return c == ' ' || (c >= '\t' && c <= '\r');
 }
 
-PS_SIGSAFE void
+void
 ps_trim(const char **s, size_t *n, int (*is_ws)(char))
 {
 	while (*n && is_ws(**s)) {

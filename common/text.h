@@ -12,20 +12,20 @@
 #include "common/ps.h"
 
 /* The value of a hex digit, either case, or -1. */
-int ps_hexval(char c) PS_SIGSAFE;
+int ps_hexval(char c);
 
 /* RFC 9110 tchar: the characters of an HTTP token (a header name). */
 int ps_is_tchar(char c);
 
 /* RFC 9110 OWS: space or horizontal tab. */
-int ps_is_ows(char c) PS_SIGSAFE;
+int ps_is_ows(char c);
 
 /* The C locale's isspace: space, \t, \n, \v, \f, \r. */
 int ps_is_space(char c);
 
 /* Narrow s[0..*n) so that it neither starts nor ends with a character for
  * which is_ws() is true (ps_is_ows or ps_is_space). */
-void ps_trim(const char **s, size_t *n, int (*is_ws)(char)) PS_SIGSAFE;
+void ps_trim(const char **s, size_t *n, int (*is_ws)(char));
 
 /* Percent-decode s[0..n) into dst (room for cap bytes, NUL included).
  * A decoded control character (below 0x20, or 0x7f) is refused, except a

@@ -284,6 +284,7 @@ start_tables(struct ps_config *c)
 	rc = ps_stacktab_init(&tabs->st, c->stack_memory);
 	if (rc)
 		return rc;
+	ps_stacktab_publish(&tabs->st);
 	rc = ps_unwind_init();
 	if (rc)
 		ps_warn("libunwind.so.8 could not be loaded: stacks are cut to their leaf");
@@ -291,7 +292,7 @@ start_tables(struct ps_config *c)
 		rc = ps_livetab_init(&tabs->lt);
 		if (rc)
 			return rc;
-		ps_alloc_start(&tabs->st, &tabs->lt, c->alloc_sample_bytes);
+		ps_alloc_start(&tabs->lt, c->alloc_sample_bytes);
 	}
 	return 0;
 }
@@ -303,7 +304,6 @@ start_export(struct ps_config *c)
 
 	memset(x, 0, sizeof(*x));
 	x->cfg = c;
-	x->st = &tabs->st;
 	x->lt = c->alloc_enabled ? &tabs->lt : NULL;
 	x->cpu_on = c->cpu_enabled;
 	x->alloc_on = c->alloc_enabled;
@@ -347,7 +347,7 @@ start(void)
 	ps_process_setup(&ops, (int)getpid());
 	if (c->cpu_enabled) {
 		ps_altstack_thread_start();
-		rc = ps_sampler_start(&tabs->st, c->sample_rate, c->cpu_timer, c->cpu_signal);
+		rc = ps_sampler_start(c->sample_rate, c->cpu_timer, c->cpu_signal);
 		if (rc)
 			ps_warn("CPU profiling not started: %s", strerror(-rc));
 		if (rc)

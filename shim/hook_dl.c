@@ -12,7 +12,7 @@
 #include "shim/unwind.h"
 #include "shim/next.h"
 
-PS_EXPORT int
+PS_SIGSAFE PS_EXPORT int
 dl_iterate_phdr(int (*cb)(struct dl_phdr_info *, size_t, void *), void *data)
 {
 	if (ps_unwind_active())

@@ -66,7 +66,7 @@ exit(int status)
  * not adopted -- the uploader thread is asked for that last pass, within
  * the flush timeout; the calling thread itself does only async-signal-safe
  * work, because _exit is often called from signal handlers. */
-static void
+PS_SIGSAFE static void
 leaving(int status)
 {
 	PS_NEXT(_exit);
@@ -81,13 +81,13 @@ leaving(int status)
 		;
 }
 
-PS_EXPORT void
+PS_SIGSAFE PS_EXPORT void
 _exit(int status)
 {
 	leaving(status);
 }
 
-PS_EXPORT void
+PS_SIGSAFE PS_EXPORT void
 _Exit(int status)
 {
 	leaving(status);

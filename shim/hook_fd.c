@@ -21,7 +21,7 @@
 #include "shim/unwind.h"
 #include "shim/next.h"
 
-PS_EXPORT int
+PS_SIGSAFE PS_EXPORT int
 pipe2(int fds[2], int flags)
 {
 	PS_NEXT(pipe2);
@@ -38,7 +38,7 @@ pipe2(int fds[2], int flags)
 }
 
 /* pipe2 with no flags, as the kernel defines it. */
-PS_EXPORT int
+PS_SIGSAFE PS_EXPORT int
 pipe(int fds[2])
 {
 	return pipe2(fds, 0);
@@ -58,7 +58,7 @@ validate(const void *addr)
 	return -1;
 }
 
-PS_EXPORT long
+PS_SIGSAFE PS_EXPORT long
 syscall(long number, ...)
 {
 	long a[6];

@@ -27,7 +27,7 @@
 		} \
 	} while (0)
 
-static int
+PS_SIGSAFE static int
 is_ours(int sig)
 {
 	int v = ps_sigvirt_signo();
@@ -35,7 +35,7 @@ is_ours(int sig)
 	return v && sig == v;
 }
 
-PS_EXPORT int
+PS_SIGSAFE PS_EXPORT int
 sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
 	PS_NEXT(sigaction);
@@ -50,7 +50,7 @@ sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 /* glibc's signal() and bsd_signal(): sigaction with BSD semantics.  They
  * are redefined here because the C library's own call sigaction
  * internally, past the interposed one. */
-static sighandler_t
+PS_SIGSAFE static sighandler_t
 bsd(int sig, sighandler_t handler)
 {
 	struct sigaction sa, old;
@@ -66,7 +66,7 @@ bsd(int sig, sighandler_t handler)
 	return old.sa_handler;
 }
 
-PS_EXPORT sighandler_t
+PS_SIGSAFE PS_EXPORT sighandler_t
 signal(int sig, sighandler_t handler)
 {
 	return bsd(sig, handler);
@@ -114,7 +114,7 @@ __sysv_signal(int sig, sighandler_t handler)
 /* sigset is obsolescent, and the program still calls it. */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-PS_EXPORT sighandler_t
+PS_SIGSAFE PS_EXPORT sighandler_t
 sigset(int sig, sighandler_t disp)
 {
 	struct sigaction sa, old;
@@ -145,7 +145,7 @@ sigset(int sig, sighandler_t disp)
 
 /* ---- masks ----------------------------------------------------------- */
 
-PS_EXPORT int
+PS_SIGSAFE PS_EXPORT int
 pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
 {
 	sigset_t copy;
@@ -168,7 +168,7 @@ pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
  * masking protects against, so during a capture those calls are answered
  * without a system call.  Every other call -- all of the program's -- is
  * the program's, virtualized like pthread_sigmask. */
-PS_EXPORT int
+PS_SIGSAFE PS_EXPORT int
 sigprocmask(int how, const sigset_t *set, sigset_t *old)
 {
 	sigset_t copy;
@@ -189,7 +189,7 @@ sigprocmask(int how, const sigset_t *set, sigset_t *old)
 
 /* ---- waits with a temporary mask: the shim's signal blocked meanwhile - */
 
-PS_EXPORT int
+PS_SIGSAFE PS_EXPORT int
 sigsuspend(const sigset_t *mask)
 {
 	sigset_t copy;
@@ -199,7 +199,7 @@ sigsuspend(const sigset_t *mask)
 	return real_sigsuspend(ps_sigvirt_wait_mask(mask, &copy));
 }
 
-PS_EXPORT int
+PS_SIGSAFE PS_EXPORT int
 ppoll(struct pollfd *fds, nfds_t n, const struct timespec *t, const sigset_t *mask)
 {
 	sigset_t copy;
@@ -209,7 +209,7 @@ ppoll(struct pollfd *fds, nfds_t n, const struct timespec *t, const sigset_t *ma
 	return real_ppoll(fds, n, t, ps_sigvirt_wait_mask(mask, &copy));
 }
 
-PS_EXPORT int
+PS_SIGSAFE PS_EXPORT int
 pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct timespec *t, const sigset_t *mask)
 {
 	sigset_t copy;

@@ -19,7 +19,7 @@
 
 /* Written by ps_sampler_start (constructor) and the fork child handler,
  * before or while no other thread runs; read by the handler. */
-static struct ps_stacktab *tab;
+static int started;               /* ps_sampler_start succeeded this far */
 static struct itimerspec period;
 static uint64_t period_ns;        /* the same, in ns (set with period) */
 static int thread_mode;           /* PS_TIMER_THREAD */
@@ -87,6 +87,7 @@ handler(int sig, siginfo_t *si, void *uc)
 	uintptr_t ips[PS_MAX_DEPTH];
 	uint64_t vals[PS_NVALUES] = { 0 };
 	uint64_t t0 = ps_bench_now();
+	struct ps_stacktab *tab;
 	int saved = errno, depth;
 
 	if (!ps_sigvirt_is_sample(si)) {
@@ -95,6 +96,7 @@ handler(int sig, siginfo_t *si, void *uc)
 		errno = saved;
 		return;
 	}
+	tab = ps_stacktab_current();
 	if (!tab)
 		goto out;
 	vals[PS_V_CPU_SAMPLES] = 1;
@@ -164,7 +166,7 @@ last_sample(void)
 	uintptr_t ip = t_start;
 	uint64_t now;
 
-	if (!tab || !ip || !atomic_load(&armed))
+	if (!ps_stacktab_current() || !ip || !atomic_load(&armed))
 		return;
 	now = ps_clock_ns(CLOCK_THREAD_CPUTIME_ID);
 	if (now <= t_cpu_seen)
@@ -172,7 +174,7 @@ last_sample(void)
 	vals[PS_V_CPU_SAMPLES] = 1;
 	vals[PS_V_CPU_NS] = now - t_cpu_seen;
 	t_cpu_seen = now;
-	(void)ps_stacktab_add(tab, &ip, 1, 0, vals);
+	(void)ps_stacktab_add(ps_stacktab_current(), &ip, 1, 0, vals);
 }
 
 static void
@@ -190,12 +192,12 @@ void
 ps_sampler_thread_start(void *start)
 {
 	t_start = (uintptr_t)start;
-	if (tab && thread_mode && atomic_load(&armed))
+	if (started && thread_mode && atomic_load(&armed))
 		(void)thread_arm();
 }
 
 int
-ps_sampler_start(struct ps_stacktab *t, unsigned hz, int mode, int sig)
+ps_sampler_start(unsigned hz, int mode, int sig)
 {
 	long ns;
 	int rc;
@@ -214,7 +216,7 @@ ps_sampler_start(struct ps_stacktab *t, unsigned hz, int mode, int sig)
 		if (rc)
 			return rc;
 	}
-	tab = t;
+	started = 1;
 	rc = ps_sigvirt_start(sig, handler);
 	if (rc)
 		return rc;
@@ -279,7 +281,7 @@ ps_sampler_rearm(int was_armed)
 {
 	int rc;
 
-	if (!was_armed || !tab)
+	if (!was_armed || !started)
 		return;
 	rc = arm();
 	if (rc == 0)
@@ -289,7 +291,7 @@ ps_sampler_rearm(int was_armed)
 void
 ps_sampler_child(void)
 {
-	if (!tab)
+	if (!started)
 		return;
 	/* Timers are not inherited: the child's only thread gets new ones. */
 	t_has_timer = 0;

@@ -25,9 +25,10 @@
 enum { PS_TIMER_THREAD = 0, PS_TIMER_PROCESS = 1 };
 
 /* Install the handler for signal `sig` (virtualized: sigvirt.h) and arm
- * the timer at `hz` in `mode`.  Returns 0 or -errno from sigaction or
- * timer_create.  Context: constructor. */
-int ps_sampler_start(struct ps_stacktab *tab, unsigned hz, int mode, int sig) PS_WUR;
+ * the timer at `hz` in `mode`; samples go to ps_stacktab_current().
+ * Returns 0 or -errno from sigaction or timer_create.  Context:
+ * constructor. */
+int ps_sampler_start(unsigned hz, int mode, int sig) PS_WUR;
 
 /* Thread mode: give the calling (new) thread its timer.  `start` is the
  * thread's start routine: the CPU the thread uses after its last sample is

@@ -118,7 +118,7 @@ ps_sigvirt_start(int sig, void (*handler)(int, siginfo_t *, void *))
 	return 0;
 }
 
-void
+PS_SIGSAFE void
 ps_sigvirt_action(const struct sigaction *act, struct sigaction *old)
 {
 	if (old)
@@ -193,7 +193,7 @@ ps_sigvirt_forward(int sig, siginfo_t *si, void *uc)
 		a.sa_handler(sig);
 }
 
-int
+PS_SIGSAFE int
 ps_sigvirt_thread_blocked(void)
 {
 	return t_blocked;
@@ -218,7 +218,7 @@ ps_sigvirt_adopt_thread(int blocked)
 /* ---- masks, for hook_signal.c (sigvirt_hooks.h) ---------------------- */
 
 /* set with the shim's signal added (add) or taken out, in *copy. */
-static const sigset_t *
+PS_SIGSAFE static const sigset_t *
 with_vsig(const sigset_t *set, sigset_t *copy, int add)
 {
 	if (!vsig || !set)
@@ -231,13 +231,13 @@ with_vsig(const sigset_t *set, sigset_t *copy, int add)
 	return copy;
 }
 
-const sigset_t *
+PS_SIGSAFE const sigset_t *
 ps_sigvirt_mask_in(const sigset_t *set, sigset_t *copy)
 {
 	return with_vsig(set, copy, 0);
 }
 
-void
+PS_SIGSAFE void
 ps_sigvirt_mask_out(int how, const sigset_t *set, sigset_t *old, int was)
 {
 	if (!vsig)
@@ -264,7 +264,7 @@ ps_sigvirt_mask_out(int how, const sigset_t *set, sigset_t *old, int was)
 	}
 }
 
-const sigset_t *
+PS_SIGSAFE const sigset_t *
 ps_sigvirt_wait_mask(const sigset_t *set, sigset_t *copy)
 {
 	return with_vsig(set, copy, 1);
@@ -281,7 +281,7 @@ ps_sigvirt_take_pending(const sigset_t *set, siginfo_t *info)
 	return vsig;
 }
 
-PS_SIGSAFE void
+void
 ps_sigvirt_before_exec(void)
 {
 	struct sigaction a, ign;
@@ -304,7 +304,7 @@ ps_sigvirt_before_exec(void)
 	}
 }
 
-PS_SIGSAFE void
+void
 ps_sigvirt_exec_failed(void)
 {
 	sigset_t one;

@@ -42,6 +42,22 @@ ps_stacktab_init(struct ps_stacktab *t, uint64_t budget)
 	return 0;
 }
 
+/* Written once by the constructor, before the handler is installed or any
+ * hook samples; read by every thread. */
+static struct ps_stacktab *_Atomic current;
+
+void
+ps_stacktab_publish(struct ps_stacktab *t)
+{
+	atomic_store_explicit(&current, t, memory_order_release);
+}
+
+PS_SIGSAFE struct ps_stacktab *
+ps_stacktab_current(void)
+{
+	return atomic_load_explicit(&current, memory_order_acquire);
+}
+
 int
 ps_stacktab_reset(struct ps_stacktab *t)
 {
@@ -165,12 +181,14 @@ ps_stacktab_get(const struct ps_stacktab *t, uint32_t i, const uintptr_t **ips, 
 	return 1;
 }
 
-int
+PS_SIGSAFE int
 ps_stacktab_empty(const struct ps_stacktab *t)
 {
 	uint32_t i;
 	int k;
 
+	if (!t)
+		return 1;
 	if (atomic_load_explicit(&t->pool_used, memory_order_relaxed) != 0)
 		return 0;
 	for (i = 0; i < PS_NSPECIAL; i++)

@@ -91,7 +91,7 @@ ps_unwind_fork_child(void)
 	atomic_store(&fork_pending, 0);
 }
 
-int
+PS_SIGSAFE int
 ps_unwind_active(void)
 {
 	return t_active;

@@ -106,14 +106,14 @@ ps_span_start(struct ps_span *sp, const char *traceparent_env,
 	return ps_trace_random(sp->trace_id, sizeof(sp->trace_id));
 }
 
-PS_SIGSAFE void
+void
 ps_span_end(struct ps_span *sp, uint64_t now_ns, int exit_code)
 {
 	sp->end_ns = now_ns;
 	sp->exit_code = exit_code;
 }
 
-PS_SIGSAFE int
+int
 ps_span_child_traceparent(const struct ps_span *sp, char *buf, size_t len)
 {
 	struct ps_traceparent tp;

@@ -24,14 +24,14 @@ static const char hexdig[] = "0123456789abcdef";
 
 /* Value of a lowercase hex digit, or -1.  Uppercase is rejected on purpose:
  * the spec allows only lowercase. */
-PS_SIGSAFE static int
+static int
 hexval(char c)
 {
 	return c >= 'A' && c <= 'F' ? -1 : ps_hexval(c);
 }
 
 /* Decode 2n lowercase hex digits at p into out[0..n). */
-PS_SIGSAFE static int
+static int
 unhex(const char *p, size_t n, uint8_t *out)
 {
 	for (size_t i = 0; i < n; i++) {
@@ -45,7 +45,7 @@ unhex(const char *p, size_t n, uint8_t *out)
 	return 0;
 }
 
-PS_SIGSAFE static int
+static int
 all_zero(const uint8_t *p, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
@@ -54,7 +54,7 @@ all_zero(const uint8_t *p, size_t n)
 	return 1;
 }
 
-PS_SIGSAFE void
+void
 ps_hex_encode(const uint8_t *in, size_t n, char *out)
 {
 	for (size_t i = 0; i < n; i++) {
@@ -64,7 +64,7 @@ ps_hex_encode(const uint8_t *in, size_t n, char *out)
 	out[2 * n] = '\0';
 }
 
-PS_SIGSAFE int
+int
 ps_traceparent_parse(const char *s, struct ps_traceparent *out)
 {
 	struct ps_traceparent tp;
@@ -91,7 +91,7 @@ ps_traceparent_parse(const char *s, struct ps_traceparent *out)
 	return 0;
 }
 
-PS_SIGSAFE int
+int
 ps_traceparent_format(const struct ps_traceparent *tp, char *buf, size_t len)
 {
 	if (!tp || !buf)
@@ -250,7 +250,7 @@ ps_tracestate_valid(const char *s)
 /* ---- random ids ---------------------------------------------------- */
 
 /* One full draw of n bytes, looping over short reads and EINTR. */
-PS_SIGSAFE static int
+static int
 draw(uint8_t *buf, size_t n)
 {
 	size_t got = 0;
@@ -268,7 +268,7 @@ draw(uint8_t *buf, size_t n)
 	return 0;
 }
 
-PS_SIGSAFE int
+int
 ps_trace_random(uint8_t *buf, size_t n)
 {
 	int saved = errno;

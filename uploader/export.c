@@ -214,7 +214,7 @@ comments(struct ps_export *x, char c[][200], int incomplete)
 			 x->span_hex);
 	snprintf(c[n++], 200, "dropped: %llu stacks (table full), %llu stacks (fold full), "
 		 "%llu live blocks (table full)",
-		 (unsigned long long)atomic_load(&x->st->dropped),
+		 (unsigned long long)atomic_load(&ps_stacktab_current()->dropped),
 		 (unsigned long long)x->fold.dropped,
 		 (unsigned long long)(x->lt ? atomic_load(&x->lt->dropped) : 0));
 	if (x->remote.on)
@@ -232,24 +232,25 @@ ps_export_run(struct ps_export *x, int final)
 	char c[5][200];
 	const char *cp[5];
 	struct ps_profile_meta m;
+	const struct ps_stacktab *st = ps_stacktab_current();
 	size_t nc, i;
 	int rc = 0, folded;
 
-	if (!x->st)
+	if (!st)
 		return 0;
 	/* Most children of a shell or of make never record anything: skip
 	 * the fold, which would touch megabytes of untouched table pages. */
-	if (!x->ready && ps_stacktab_empty(x->st) &&
+	if (!x->ready && ps_stacktab_empty(st) &&
 	    (!x->lt || atomic_load_explicit(&x->lt->live, memory_order_relaxed) == 0))
 		return 0;
 	if (!x->ready) {
-		rc = ps_fold_init(&x->fold, ps_stacktab_size(x->st), x->skip_lo, x->skip_hi);
+		rc = ps_fold_init(&x->fold, ps_stacktab_size(st), x->skip_lo, x->skip_hi);
 		if (rc)
 			return rc;
 		x->ready = 1;
 	}
 	x->passes++;
-	folded = ps_fold_update(&x->fold, x->st, x->alloc_on ? x->lt : NULL);
+	folded = ps_fold_update(&x->fold, st, x->alloc_on ? x->lt : NULL);
 	nc = comments(x, c, folded != 0);
 	for (i = 0; i < nc; i++)
 		cp[i] = c[i];
