@@ -59,6 +59,10 @@ struct ps_upload {
 	int insecure;
 	int curl;                  /* 0 not tried, 1 loaded, -1 unavailable */
 	uint64_t rng;              /* jitter */
+	/* Seams (tests, the failing-allocator test): NULL means libcurl's
+	 * ps_http_post and CLOCK_MONOTONIC. */
+	int (*post)(const struct ps_http_request *rq, struct ps_http_response *rs);
+	uint64_t (*now)(void);
 	/* Counters: shown in the debug log and in the next profile. */
 	uint64_t sent, failed, dropped, retries;
 };
