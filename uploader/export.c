@@ -127,11 +127,14 @@ write_file(struct ps_export *x, const char *kind, const struct ps_buf *b)
 		if (x->dirfd < 0) {
 			rc = x->dirfd;
 			refuse_dir(x, rc);
+			x->file_errors++;
 			return rc;
 		}
 	}
-	if (x->dirfd < 0)
+	if (x->dirfd < 0) {
+		x->file_errors++;       /* refused once, counted every time */
 		return -EBADF;
+	}
 	if (x->seq < 0)
 		choose_seq(x);
 	if (file_name(x, x->seq, kind, name, sizeof(name)))
