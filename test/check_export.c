@@ -15,7 +15,10 @@
 static struct ps_config cfg;
 static struct ps_stacktab st;
 static struct ps_livetab lt;
-static struct ps_export x;
+/* One export state per case, all kept (its fold is never freed). */
+static struct ps_export xs[16];
+static int nxs;
+#define x (xs[nxs - 1])
 static char dir[64];
 
 static const char *
@@ -33,7 +36,8 @@ setup(void)
 	ck_assert_int_ge(ps_config_load(&cfg, no_env, "check_export"), 0);
 	snprintf(dir, sizeof(dir), "/tmp/check_export.XXXXXX");
 	ck_assert_ptr_nonnull(mkdtemp(dir));
-	memset(&x, 0, sizeof(x));
+	ck_assert_int_lt(nxs, 16);
+	nxs++;
 	x.cfg = &cfg;
 	x.lt = &lt;
 	x.cpu_on = x.alloc_on = 1;

@@ -17,8 +17,14 @@
 static struct ps_config cfg;
 static struct ps_stacktab st;
 static struct ps_livetab lt;
-static struct ps_fold f;
-static struct ps_remote r;
+/* One fold per start, all kept (a fold is never freed). */
+static struct ps_fold folds[32];
+static int nfolds;
+#define f (folds[nfolds - 1])
+/* One remote state per start, all kept (its interval state is never
+ * freed either). */
+static struct ps_remote rs[32];
+#define r (rs[nfolds - 1])
 static const char *format = "folded";
 
 static const char *
@@ -36,12 +42,13 @@ env(const char *name)
 static void
 start(void)
 {
+	ck_assert_int_lt(nfolds, 32);
+	nfolds++;
 	hm_table(&st);
 	ck_assert_int_eq(ps_livetab_init(&lt), 0);
 	ck_assert_int_ge(ps_config_load(&cfg, env, "check_remote"), 0);
 	ck_assert_int_eq(ps_remote_setup(&r, &cfg, NULL, T0), 0);
 	ck_assert(r.on);
-	memset(&f, 0, sizeof(f));
 	ck_assert_int_eq(ps_fold_init(&f, ps_stacktab_size(&st), 0, 0), 0);
 }
 

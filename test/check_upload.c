@@ -99,6 +99,19 @@ drain(void)
 	}
 }
 
+/* Whatever a case left queued is freed, not sent. */
+static void
+teardown(void)
+{
+	while (u.n) {
+		struct ps_upload_item *it = u.q[--u.n];
+
+		free(it->url);
+		ps_buf_free(&it->body);
+		free(it);
+	}
+}
+
 START_TEST(upload_sends_2xx_once_and_empties_the_queue)
 {
 	long ok[] = { 204 };
@@ -330,7 +343,7 @@ upload_suite(void)
 	Suite *s = suite_create("upload");
 	TCase *tc = tcase_create("upload");
 
-	tcase_add_checked_fixture(tc, setup, NULL);
+	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, upload_sends_2xx_once_and_empties_the_queue);
 	tcase_add_test(tc, upload_retries_5xx_with_doubling_jittered_backoff);
 	tcase_add_test(tc, upload_obeys_retry_after_capped_at_five_minutes);

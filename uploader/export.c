@@ -23,7 +23,7 @@ ps_export_setup(struct ps_export *x)
 	x->ready = 0;
 	x->dirfd = -1;
 	x->seq = -1;
-	x->passes = x->files_written = x->file_errors = 0;
+	x->passes = x->files_written = x->file_errors = x->fold_errors = 0;
 	memset(&x->fold, 0, sizeof(x->fold));
 	memset(&x->out, 0, sizeof(x->out));
 	x->out.cap = OUT_CAP;
@@ -221,9 +221,10 @@ comments(struct ps_export *x, char c[][200], int incomplete)
 		 (unsigned long long)x->fold.dropped,
 		 (unsigned long long)(x->lt ? atomic_load(&x->lt->dropped) : 0));
 	if (x->remote.on)
-		snprintf(c[n++], 200, "uploads: %llu sent, %llu failed, %llu dropped, %llu retries",
-			 (unsigned long long)u->sent, (unsigned long long)u->failed,
-			 (unsigned long long)u->dropped, (unsigned long long)u->retries);
+		snprintf(c[n++], 200, "uploads: %llu sent, %llu failed, %llu dropped, %llu retries, "
+			 "%llu deferred", (unsigned long long)u->sent, (unsigned long long)u->failed,
+			 (unsigned long long)u->dropped, (unsigned long long)u->retries,
+			 (unsigned long long)u->deferred);
 	if (incomplete)
 		snprintf(c[n++], 200, "incomplete: out of memory while folding");
 	return n;
@@ -248,12 +249,16 @@ ps_export_run(struct ps_export *x, int final)
 		return 0;
 	if (!x->ready) {
 		rc = ps_fold_init(&x->fold, ps_stacktab_size(st), x->skip_lo, x->skip_hi);
-		if (rc)
+		if (rc) {
+			x->fold_errors++;       /* tried again at the next pass */
 			return rc;
+		}
 		x->ready = 1;
 	}
 	x->passes++;
 	folded = ps_fold_update(&x->fold, st, x->alloc_on ? x->lt : NULL);
+	if (folded)
+		x->fold_errors++;       /* the next pass folds what is missing */
 	nc = comments(x, c, folded != 0);
 	for (i = 0; i < nc; i++)
 		cp[i] = c[i];

@@ -58,8 +58,9 @@ struct ps_export {
 	struct ps_fold fold;
 	struct ps_buf out;
 	struct ps_remote remote;       /* server state; remote.on = 0 without one */
-	/* Counters, shown in the debug log and in profile comments. */
-	uint64_t passes, files_written, file_errors;
+	/* Counters, shown in the debug log and in profile comments.
+	 * fold_errors: passes whose fold was incomplete (out of memory). */
+	uint64_t passes, files_written, file_errors, fold_errors;
 };
 
 /* Prepare (no allocation yet): reset the pass state and the start time.

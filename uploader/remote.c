@@ -194,6 +194,16 @@ static int64_t (*interval_values(struct ps_remote *r, const struct ps_fold *f))[
 	return d;
 }
 
+/* A request that could not be built: counted, and said at debug level
+ * (the profile's comments show the count). */
+static int
+dropped(struct ps_remote *r, const char *what, int rc)
+{
+	r->up.dropped++;
+	ps_debug("%s profile not queued: %s", what, strerror(-rc));
+	return rc;
+}
+
 static int
 queue_request(struct ps_remote *r, const struct ps_ingest_query *q, struct ps_buf *body,
 	      const char *ctype, const char *what)
@@ -204,7 +214,7 @@ queue_request(struct ps_remote *r, const struct ps_ingest_query *q, struct ps_bu
 	if (rc) {
 		ps_buf_free(&url);
 		ps_buf_free(body);
-		return rc;
+		return dropped(r, what, rc);
 	}
 	return ps_upload_enqueue(&r->up, (char *)url.data, ctype, body, what, 0);
 }
@@ -225,7 +235,7 @@ queue_pprof(struct ps_remote *r, const struct ps_fold *f, const struct ps_family
 	ps_buf_free(&pb);
 	if (rc) {
 		ps_buf_free(&body);
-		return rc;
+		return dropped(r, fam->kind, rc);
 	}
 	q->name = r->name;
 	return queue_request(r, q, &body, ctype, fam->kind);
@@ -245,12 +255,12 @@ queue_folded(struct ps_remote *r, const struct ps_fold *f, const int64_t (*d)[PS
 
 	if (rc || body.len == 0) {
 		ps_buf_free(&body);
-		return rc;
+		return rc ? dropped(r, s->type, rc) : 0;
 	}
 	rc = ps_tags_format_name(r->app, s->type, &r->tags, name, sizeof(name));
 	if (rc) {
 		ps_buf_free(&body);
-		return rc;
+		return dropped(r, s->type, rc);
 	}
 	q.name = name;
 	return queue_request(r, &q, &body, "text/plain", s->type);
@@ -291,7 +301,10 @@ ps_remote_queue(struct ps_remote *r, const struct ps_fold *f, int cpu_on, int al
 		return;
 	d = interval_values(r, f);
 	if (!d) {
-		ps_warn("upload skipped this interval: out of memory");
+		/* Nothing is lost: the next interval starts where this one
+		 * did, so its deltas cover both. */
+		r->up.deferred++;
+		ps_warn("this interval's uploads go with the next one: out of memory");
 		return;
 	}
 	m.time_nanos = (int64_t)r->last_until_ns;
@@ -329,6 +342,7 @@ ps_remote_queue_span(struct ps_remote *r, const struct ps_span *sp,
 		ps_warn("the run's span could not be encoded: %s", strerror(rc ? -rc : ENOMEM));
 		free(url);
 		ps_buf_free(&body);
+		r->up.dropped++;
 		return;
 	}
 	(void)ps_upload_enqueue(&r->up, url, "application/x-protobuf", &body, "span", 1);

@@ -286,5 +286,5 @@ ps_upload_abandon(struct ps_upload *u)
 {
 	u->n = 0;
 	u->bytes = 0;
-	u->sent = u->failed = u->dropped = u->retries = 0;
+	u->sent = u->failed = u->dropped = u->retries = u->deferred = 0;
 }
