@@ -39,22 +39,31 @@ static _Atomic int armed;
 /* CPU time already attributed to samples; advanced by the handlers. */
 static _Atomic uint64_t cpu_seen_ns;
 
-/* The CPU time this sample stands for: what the process consumed since the
- * last sample.  The baseline only moves forward, so two handlers racing on
- * two threads split the time between them instead of counting it twice. */
-PS_SIGSAFE static uint64_t
-take_weight(void)
+PS_SIGSAFE uint64_t
+ps_sampler_take_since(_Atomic uint64_t *seen, uint64_t now)
 {
-	uint64_t now = ps_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
-	uint64_t prev = atomic_load_explicit(&cpu_seen_ns, memory_order_relaxed);
+	uint64_t prev = atomic_load_explicit(seen, memory_order_relaxed);
 
 	do {
 		if (now <= prev)
 			return 0;
-	} while (!atomic_compare_exchange_weak_explicit(&cpu_seen_ns, &prev, now,
-							memory_order_relaxed,
+	} while (!atomic_compare_exchange_weak_explicit(seen, &prev, now, memory_order_relaxed,
 							memory_order_relaxed));
 	return now - prev;
+}
+
+PS_SIGSAFE uint64_t
+ps_sampler_timer_weight(uint64_t period, int overrun)
+{
+	return period * (1 + (uint64_t)(overrun > 0 ? overrun : 0));
+}
+
+/* The CPU time this sample stands for: what the process consumed since the
+ * last sample. */
+PS_SIGSAFE static uint64_t
+take_weight(void)
+{
+	return ps_sampler_take_since(&cpu_seen_ns, ps_clock_ns(CLOCK_PROCESS_CPUTIME_ID));
 }
 
 /* Thread mode: the CPU time of this thread since its last sample.  The
@@ -70,7 +79,7 @@ take_thread_weight(const siginfo_t *si)
 	uint64_t now, w;
 
 	if (si && si->si_code == SI_TIMER) {
-		w = period_ns * (1 + (uint64_t)(si->si_overrun > 0 ? si->si_overrun : 0));
+		w = ps_sampler_timer_weight(period_ns, si->si_overrun);
 		t_cpu_seen += w;
 		return w;
 	}
