@@ -26,7 +26,7 @@ __attribute__((noinline, used)) static void hm_alloc(void) { hm_sink++; hm_sink+
 #define HM_MS 1000000ull
 
 /* A table of about 4 MiB, published as the process's. */
-static void
+__attribute__((unused)) static void
 hm_table(struct ps_stacktab *st)
 {
 	ck_assert_int_eq(ps_stacktab_init(st, 4u << 20), 0);
@@ -34,7 +34,7 @@ hm_table(struct ps_stacktab *st)
 }
 
 /* CPU: `samples` samples of `ms` each on main;work;leaf. */
-static void
+__attribute__((unused)) static void
 hm_cpu(struct ps_stacktab *st, void (*leaf)(void), uint64_t samples, uint64_t ms)
 {
 	uintptr_t ips[] = { HM_IP(leaf), HM_IP(hm_work), HM_IP(hm_main) };
@@ -47,7 +47,7 @@ hm_cpu(struct ps_stacktab *st, void (*leaf)(void), uint64_t samples, uint64_t ms
 
 /* Allocations: `objs` sampled blocks of `bytes` each on main;alloc, the
  * first `live` of them still live in lt (lt may be NULL). */
-static void
+__attribute__((unused)) static void
 hm_alloc_samples(struct ps_stacktab *st, struct ps_livetab *lt, uint64_t objs, uint64_t bytes,
 		 uint64_t live)
 {
