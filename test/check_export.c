@@ -34,45 +34,25 @@ setup(void)
 	hm_table(&st);
 	ck_assert_int_eq(ps_livetab_init(&lt), 0);
 	ck_assert_int_ge(ps_config_load(&cfg, no_env, "check_export"), 0);
-	snprintf(dir, sizeof(dir), "/tmp/check_export.XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(dir));
+	hm_tmpdir(dir, "check_export");
 	ck_assert_int_lt(nxs, 16);
 	nxs++;
-	x.cfg = &cfg;
-	x.lt = &lt;
-	x.cpu_on = x.alloc_on = 1;
-	x.pid = 4242;
-	snprintf(x.app, sizeof(x.app), "app");
-	snprintf(x.dir, sizeof(x.dir), "%s", dir);
-	ps_export_setup(&x);
+	hm_export(&x, &cfg, &lt, dir, 4242);
 }
 
 static void
 teardown(void)
 {
-	char cmd[128];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	ck_assert_int_eq(system(cmd), 0);
+	hm_rmdir(dir);
 }
 
-/* Contents of dir/name ("" if absent), NUL-terminated, static. */
+/* Contents of dir/name, NUL-terminated, static; NULL if absent. */
 static const char *
 file(const char *name)
 {
 	static char text[8192];
-	char path[256];
-	size_t n = 0;
-	FILE *fp;
 
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	fp = fopen(path, "r");
-	if (fp) {
-		n = fread(text, 1, sizeof(text) - 1, fp);
-		fclose(fp);
-	}
-	text[n] = '\0';
-	return fp ? text : NULL;
+	return hm_read(dir, name, text, sizeof(text)) ? text : NULL;
 }
 
 static int

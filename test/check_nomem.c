@@ -245,22 +245,6 @@ sort_lines(char *text, size_t len)
 		off += (size_t)snprintf(text + off, len - off, "%s\n", line[i]);
 }
 
-static void
-read_file(const char *name, char *buf, size_t len)
-{
-	char path[256];
-	FILE *fp;
-	size_t n = 0;
-
-	snprintf(path, sizeof(path), "%s/%s", dir, name);
-	fp = fopen(path, "r");
-	if (fp) {
-		n = fread(buf, 1, len - 1, fp);
-		fclose(fp);
-	}
-	buf[n] = '\0';
-}
-
 /* Two passes and the final flush with allocation n failing (0: none). */
 static void
 run(long n, struct outcome *o)
@@ -269,14 +253,7 @@ run(long n, struct outcome *o)
 
 	clear_dir();
 	memset(o, 0, sizeof(*o));
-	memset(&x, 0, sizeof(x));
-	x.cfg = &cfg;
-	x.lt = &lt;
-	x.cpu_on = x.alloc_on = 1;
-	x.pid = 7;
-	snprintf(x.app, sizeof(x.app), "app");
-	snprintf(x.dir, sizeof(x.dir), "%s", dir);
-	ps_export_setup(&x);
+	hm_export(&x, &cfg, &lt, dir, 7);
 	ck_assert_int_eq(ps_remote_setup(&x.remote, &cfg, NULL, x.start_ns), 0);
 	x.remote.up.post = fake_post;
 	x.remote.up.now = fake_clock;
@@ -297,14 +274,14 @@ run(long n, struct outcome *o)
 		     x.remote.up.failed + x.remote.up.retries;
 	ck_assert_uint_eq(x.remote.up.n, 0);    /* the final flush empties the queue */
 	for (size_t i = 0; i < PS_ARRAY_LEN(folded_files); i++) {
-		read_file(folded_files[i], o->folded[i], sizeof(o->folded[i]));
+		(void)hm_read(dir, folded_files[i], o->folded[i], sizeof(o->folded[i]));
 		sort_lines(o->folded[i], sizeof(o->folded[i]));
 	}
 	o->pprof_ok = 1;
 	for (size_t i = 0; i < PS_ARRAY_LEN(pprof_files); i++) {
 		char head[4];
 
-		read_file(pprof_files[i], head, sizeof(head));
+		(void)hm_read(dir, pprof_files[i], head, sizeof(head));
 		o->pprof_ok &= head[0] == '\x1f';
 	}
 }
@@ -326,8 +303,7 @@ START_TEST(nomem_each_failure_is_counted_and_leaks_nothing)
 	struct outcome clean, o;
 	long n, failures = 0, unresolved = 0;
 
-	snprintf(dir, sizeof(dir), "/tmp/check_nomem.XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(dir));
+	hm_tmpdir(dir, "check_nomem");
 	hm_table(&st);
 	ck_assert_int_eq(ps_livetab_init(&lt), 0);
 	ck_assert_int_ge(ps_config_load(&cfg, env, "app"), 0);
@@ -379,12 +355,7 @@ START_TEST(nomem_each_failure_is_counted_and_leaks_nothing)
 		printf("nomem: %ld of %ld failures left function names unresolved for good "
 		       "(known: uploader/modules.c, fold.c; NOMEM_STRICT=1 fails on them)\n",
 		       unresolved, failures);
-	{
-		char cmd[128];
-
-		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-		ck_assert_int_eq(system(cmd), 0);
-	}
+	hm_rmdir(dir);
 }
 END_TEST
 

@@ -43,24 +43,14 @@ setup(void)
 	ck_assert_ptr_nonnull(tab);
 	hm_table(&st);
 	ck_assert_int_ge(ps_config_load(&cfg, no_env, "check_worker"), 0);
-	snprintf(dir, sizeof(dir), "/tmp/check_worker.XXXXXX");
-	ck_assert_ptr_nonnull(mkdtemp(dir));
-	memset(&x, 0, sizeof(x));
-	x.cfg = &cfg;
-	x.cpu_on = 1;
-	x.pid = getpid();
-	snprintf(x.app, sizeof(x.app), "app");
-	snprintf(x.dir, sizeof(x.dir), "%s", dir);
-	ps_export_setup(&x);
+	hm_tmpdir(dir, "check_worker");
+	hm_export(&x, &cfg, NULL, dir, getpid());
 }
 
 static void
 teardown(void)
 {
-	char cmd[128];
-
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	ck_assert_int_eq(system(cmd), 0);
+	hm_rmdir(dir);
 }
 
 /* The cpu.folded file of pid, or NULL. */
@@ -68,18 +58,10 @@ static const char *
 folded_of(int pid)
 {
 	static char text[1024];
-	char path[256];
-	size_t n;
-	FILE *fp;
+	char name[64];
 
-	snprintf(path, sizeof(path), "%s/app.%d.cpu.folded", dir, pid);
-	fp = fopen(path, "r");
-	if (!fp)
-		return NULL;
-	n = fread(text, 1, sizeof(text) - 1, fp);
-	fclose(fp);
-	text[n] = '\0';
-	return text;
+	snprintf(name, sizeof(name), "app.%d.cpu.folded", pid);
+	return hm_read(dir, name, text, sizeof(text)) ? text : NULL;
 }
 
 /* Wait, at most `seconds`, for pid's file to say `want`. */

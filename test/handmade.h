@@ -8,10 +8,13 @@
 
 #include <check.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "shim/livetab.h"
 #include "shim/stacktab.h"
+#include "uploader/export.h"
 
 static volatile int hm_sink;
 
@@ -61,6 +64,59 @@ hm_alloc_samples(struct ps_stacktab *st, struct ps_livetab *lt, uint64_t objs, u
 	for (uint64_t i = 0; lt && i < live; i++)
 		ck_assert_int_eq(ps_livetab_insert(lt, (void *)(uintptr_t)(0x100000 + 64 * i), bytes,
 						   PS_FIXED_ONE, slot), 0);
+}
+
+/* A fresh export state for app "app", process `pid`, writing into dir:
+ * CPU, and allocations when lt is given. */
+__attribute__((unused)) static void
+hm_export(struct ps_export *x, const struct ps_config *cfg, struct ps_livetab *lt,
+	  const char *dir, int pid)
+{
+	memset(x, 0, sizeof(*x));
+	x->cfg = cfg;
+	x->lt = lt;
+	x->cpu_on = 1;
+	x->alloc_on = lt != NULL;
+	x->pid = pid;
+	snprintf(x->app, sizeof(x->app), "app");
+	snprintf(x->dir, sizeof(x->dir), "%s", dir);
+	ps_export_setup(x);
+}
+
+/* A new directory /tmp/<name>.XXXXXX into dir[64], and its removal. */
+__attribute__((unused)) static void
+hm_tmpdir(char *dir, const char *name)
+{
+	snprintf(dir, 64, "/tmp/%s.XXXXXX", name);
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+}
+
+__attribute__((unused)) static void
+hm_rmdir(const char *dir)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+/* dir/name into buf[0..len), NUL-terminated; 0 if there is no such file. */
+__attribute__((unused)) static int
+hm_read(const char *dir, const char *name, char *buf, size_t len)
+{
+	char path[256];
+	size_t n;
+	FILE *fp;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	buf[0] = '\0';
+	fp = fopen(path, "r");
+	if (!fp)
+		return 0;
+	n = fread(buf, 1, len - 1, fp);
+	fclose(fp);
+	buf[n] = '\0';
+	return 1;
 }
 
 #endif
