@@ -217,9 +217,11 @@ $(TSAN_BIN): test/tsan_tables.c shim/stacktab.c shim/livetab.c common/shmem.c sh
 	$(CC) $(CPPFLAGS) -std=c11 -O1 -g -pthread $(WARN) -fsanitize=thread $< \
 	    shim/stacktab.c shim/livetab.c common/shmem.c -o $@
 
-# valgrind replaces the executable's malloc too: check_nomem's own is
-# what it tests, so it runs without.
-VALGRIND_TESTS = $(filter-out build/test/check_nomem,$(TESTS))
+# Not under valgrind: check_nomem (valgrind replaces the executable's
+# malloc too, and that one is what it tests) and check_worker (valgrind
+# does not know pidfd_open, so no helper process can be made).  ASan runs
+# both.
+VALGRIND_TESTS = $(filter-out build/test/check_nomem build/test/check_worker,$(TESTS))
 sanitize: $(ASAN_TESTS) $(TESTS) $(TSAN_BIN)
 	@sh test/sanitize.sh --asan $(ASAN_TESTS) --valgrind $(VALGRIND_TESTS) --tsan $(TSAN_BIN)
 
