@@ -12,14 +12,12 @@ ps_next(const char *name)
 	return dlsym(RTLD_NEXT, name);
 }
 
-PS_SIGSAFE void *
-ps_next_cached(void *_Atomic *slot, const char *name)
+void *
+ps_next_lookup(void *_Atomic *slot, const char *name)
 {
-	void *p = atomic_load_explicit(slot, memory_order_relaxed);
+	void *p = ps_next(name);
 
-	if (!p) {
-		p = ps_next(name);
-		atomic_store_explicit(slot, p, memory_order_relaxed);
-	}
+	/* Threads racing here all store the same value. */
+	atomic_store_explicit(slot, p, memory_order_relaxed);
 	return p;
 }

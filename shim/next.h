@@ -16,15 +16,25 @@
 #ifndef PS_NEXT_H
 #define PS_NEXT_H
 
+#include <stdatomic.h>
 #include "common/ps.h"
 
 /* The next definition of `name` after libpyroshim.so, or NULL.
  * Context: any thread outside signal context; may allocate (dlsym). */
 void *ps_next(const char *name);
 
-/* *slot, looked up by name on first use.  Context: as ps_next the first
- * time, async-signal-safe afterwards. */
-void *ps_next_cached(void *_Atomic *slot, const char *name);
+/* ps_next(name), stored in *slot.  Context: as ps_next. */
+void *ps_next_lookup(void *_Atomic *slot, const char *name);
+
+/* *slot, looked up by name on first use: one relaxed load afterwards.
+ * Context: as ps_next the first time, async-signal-safe afterwards. */
+PS_SIGSAFE static inline void *
+ps_next_cached(void *_Atomic *slot, const char *name)
+{
+	void *p = atomic_load_explicit(slot, memory_order_relaxed);
+
+	return p ? p : ps_next_lookup(slot, name);
+}
 
 /* real_<fn> of type `type`, for a function without a declaration in the
  * C library's headers (__libc_start_main). */

@@ -49,8 +49,9 @@ INDIRECT = {
 
 # Not followed: ps_next_cached looks the next definition up once, with
 # dlsym, which is not async-signal-safe; every later call is a relaxed load
-# (shim/next.h says so, and why it is accepted).
-COLD = {("ps_next_cached", "ps_next")}
+# (shim/next.h says so, and why it is accepted).  An inline function is a
+# node of each unit that calls it.
+COLD = {"ps_next_lookup"}
 
 
 def ops_edges():
@@ -143,8 +144,9 @@ def main(argv):
             by_name.setdefault(node.split(":")[-1], []).append(node)
     for src, dsts in list(INDIRECT.items()) + list(ops_edges().items()):
         edges.setdefault(src, set()).update(dsts)
-    for src, dst in COLD:
-        edges.get(src, set()).discard(dst)
+    for src in edges:
+        if src.split(":")[-1] == "ps_next_cached":
+            edges[src] -= COLD
 
     def resolve(name):
         if name in ours:
