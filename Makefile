@@ -63,9 +63,11 @@ PROGS   += build/prog/gogen build/prog/lines
 EXAMPLES = $(patsubst examples/%.c,examples/%,$(wildcard examples/*.c))
 
 SO = shim/libpyroshim.so
+# pyrorun's question to the library's traceparent rules (scripts/traceparent.c).
+TP_TOOL = build/pyroshim-traceparent
 
 .PHONY: all check unit integration bench install uninstall clean lint layers fuzz
-all: $(SO) $(EXAMPLES)
+all: $(SO) $(TP_TOOL) $(EXAMPLES)
 
 build/gen/%.pb.c build/gen/%.pb.h: uploader/%.proto $(wildcard uploader/*.options)
 	@mkdir -p build/gen
@@ -83,6 +85,10 @@ build/inc/%/.ok: Makefile
 build/%.o: %.c $(GEN_H) $(INC_DIRS)
 	@mkdir -p $(dir $@)
 	$(CC) $(call LAYER_CPPFLAGS,$*) $(DEPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(TP_TOOL): scripts/traceparent.c build/trace/traceparent.o build/common/text.o
+	$(CC) $(CPPFLAGS) $(DEPFLAGS) -std=c11 -O2 -g $(WARN) $< build/trace/traceparent.o \
+	    build/common/text.o -o $@
 
 $(SO): $(LIB_OBJ) shim/pyroshim.map
 	$(CC) -shared -o $@ $(LIB_OBJ) -Wl,--version-script=shim/pyroshim.map \
@@ -136,15 +142,20 @@ examples/loader: examples/loader.c
 unit: $(TESTS)
 	@sh test/run-unit.sh $(TESTS)
 
-integration: $(SO) $(EXAMPLES) $(PROGS)
+integration: $(SO) $(TP_TOOL) $(EXAMPLES) $(PROGS)
 	@python3 test/integration/run.py
 
 # Everything, one suite after the other, with one closing summary line.
-check: $(TESTS) $(SO) $(EXAMPLES) $(PROGS)
+check: $(TESTS) $(SO) $(TP_TOOL) $(EXAMPLES) $(PROGS)
 	@sh test/run-all.sh $(TESTS)
 
-lint: layers
+lint: layers sigsafe
 	@sh test/lint.sh
+
+# PS_SIGSAFE marks exactly what a signal handler reaches (test/sigsafe.py).
+.PHONY: sigsafe
+sigsafe: $(INC_DIRS) $(GEN_H)
+	@python3 test/sigsafe.py $(LIB_SRC)
 
 # A wrong-way include must fail the build (test/layers.sh).
 layers: $(INC_DIRS) $(GEN_H)
@@ -161,10 +172,11 @@ bench: $(SO) $(BENCH_SO) $(EXAMPLES) $(PROGS)
 bench-smoke: $(SO) $(BENCH_SO) $(EXAMPLES) $(PROGS)
 	@sh bench/run.sh --smoke
 
-install: $(SO)
-	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin \
+install: $(SO) $(TP_TOOL)
+	install -d $(DESTDIR)$(PREFIX)/lib/pyroshim $(DESTDIR)$(PREFIX)/bin \
 	    $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man7
 	install -m 0644 $(SO) $(DESTDIR)$(PREFIX)/lib/libpyroshim.so
+	install -m 0755 $(TP_TOOL) $(DESTDIR)$(PREFIX)/lib/pyroshim/pyroshim-traceparent
 	sed 's|@LIBDIR@|$(PREFIX)/lib|; s|@VERSION@|$(VERSION)|' scripts/pyrorun > $(DESTDIR)$(PREFIX)/bin/pyrorun
 	chmod 0755 $(DESTDIR)$(PREFIX)/bin/pyrorun
 	sed 's|@VERSION@|$(VERSION)|' man/pyrorun.1 > $(DESTDIR)$(PREFIX)/share/man/man1/pyrorun.1
@@ -173,6 +185,7 @@ install: $(SO)
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/lib/libpyroshim.so $(DESTDIR)$(PREFIX)/bin/pyrorun \
+	    $(DESTDIR)$(PREFIX)/lib/pyroshim/pyroshim-traceparent \
 	    $(DESTDIR)$(PREFIX)/share/man/man1/pyrorun.1 $(DESTDIR)$(PREFIX)/share/man/man7/pyroshim.7
 
 clean:
@@ -187,7 +200,8 @@ clean:
 # the hooks or the constructor (CORE_OBJ, as for the unit tests).
 ASAN_FLAGS = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all
 ASAN_OBJ   = $(CORE_OBJ:build/%=build/asan/%)
-ASAN_TESTS = $(TESTS:build/test/%=build/asan/test/%)
+# check_nomem defines malloc itself (the failing allocator): not with ASan's.
+ASAN_TESTS = $(filter-out build/asan/test/check_nomem,$(TESTS:build/test/%=build/asan/test/%))
 TSAN_BIN   = build/tsan/tsan_tables
 
 build/asan/gen/%.o: build/gen/%.c
@@ -207,13 +221,18 @@ build/asan/test/check_%: test/check_%.c build/asan/libpyroshim_core.a
 	$(CC) $(CPPFLAGS) -std=c11 -O1 -g -pthread $(WARN) -Wno-unused-parameter $(ASAN_FLAGS) $< \
 	    build/asan/libpyroshim_core.a $(LIBS) $(CHECK_LIBS) -o $@
 
-$(TSAN_BIN): test/tsan_tables.c shim/stacktab.c shim/livetab.c shim/stacktab.h shim/livetab.h common/ps.h
+$(TSAN_BIN): test/tsan_tables.c shim/stacktab.c shim/livetab.c common/shmem.c shim/stacktab.h shim/livetab.h common/ps.h
 	@mkdir -p build/tsan
 	$(CC) $(CPPFLAGS) -std=c11 -O1 -g -pthread $(WARN) -fsanitize=thread $< \
-	    shim/stacktab.c shim/livetab.c -o $@
+	    shim/stacktab.c shim/livetab.c common/shmem.c -o $@
 
+# Not under valgrind: check_nomem (valgrind replaces the executable's
+# malloc too, and that one is what it tests) and check_worker (valgrind
+# does not know pidfd_open, so no helper process can be made).  ASan runs
+# both.
+VALGRIND_TESTS = $(filter-out build/test/check_nomem build/test/check_worker,$(TESTS))
 sanitize: $(ASAN_TESTS) $(TESTS) $(TSAN_BIN)
-	@sh test/sanitize.sh --asan $(ASAN_TESTS) --valgrind $(TESTS) --tsan $(TSAN_BIN)
+	@sh test/sanitize.sh --asan $(ASAN_TESTS) --valgrind $(VALGRIND_TESTS) --tsan $(TSAN_BIN)
 
 # libFuzzer targets, one per parser of outside input, each linking only the
 # sources it exercises (compiled by clang with ASan+UBSan).  `make fuzz`
@@ -224,15 +243,16 @@ FUZZ_FLAGS   = -std=c11 -g -O1 -fno-omit-frame-pointer \
 	       -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all $(WARN)
 FUZZ_NAMES   = traceparent span otlp_headers config_values config_env tags ingest_url headers
 FUZZ_BINS    = $(FUZZ_NAMES:%=build/fuzz/fuzz_%)
-FUZZ_SRC_traceparent   = trace/traceparent.c
-FUZZ_SRC_span          = trace/span.c trace/traceparent.c
-FUZZ_SRC_otlp_headers  = uploader/otlp.c trace/span.c trace/traceparent.c common/buf.c build/gen/otlp.pb.c
+FUZZ_SRC_traceparent   = trace/traceparent.c common/text.c
+FUZZ_SRC_span          = trace/span.c trace/traceparent.c common/text.c
+FUZZ_SRC_otlp_headers  = uploader/otlp.c trace/span.c trace/traceparent.c common/buf.c common/text.c \
+			 build/gen/otlp.pb.c
 FUZZ_LIBS_otlp_headers = -lprotobuf-nanopb
 FUZZ_SRC_config_values = common/config.c common/log.c
 FUZZ_SRC_config_env    = common/config.c common/log.c
-FUZZ_SRC_tags          = uploader/tags.c
-FUZZ_SRC_ingest_url    = uploader/ingest.c common/buf.c
-FUZZ_SRC_headers       = uploader/headers.c
+FUZZ_SRC_tags          = uploader/tags.c common/text.c
+FUZZ_SRC_ingest_url    = uploader/ingest.c common/buf.c common/text.c
+FUZZ_SRC_headers       = uploader/headers.c common/text.c
 
 fuzz: $(FUZZ_BINS)
 	@sh test/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_BINS)

@@ -9,7 +9,7 @@
 
 /* clock_gettime(id) in ns; 0 if the clock cannot be read.
  * Context: any; async-signal-safe. */
-static inline uint64_t
+PS_SIGSAFE static inline uint64_t
 ps_clock_ns(clockid_t id)
 {
 	struct timespec ts;

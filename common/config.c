@@ -40,26 +40,28 @@ ps_parse_uint(const char *s, uint64_t lo, uint64_t hi, uint64_t *out)
 	return 0;
 }
 
+/* Where s is in words[0..n), ignoring case; -1 if nowhere (or s NULL). */
+static int
+word_index(const char *s, const char *const *words, size_t n)
+{
+	for (size_t i = 0; s && i < n; i++)
+		if (!strcasecmp(s, words[i]))
+			return (int)i;
+	return -1;
+}
+
 int
 ps_parse_bool(const char *s, int *out)
 {
-	static const char *const yes[] = { "1", "true", "yes", "on" };
-	static const char *const no[] = { "0", "false", "no", "off" };
-	size_t i;
+	/* false, true, false, true, ... */
+	static const char *const words[] = { "0", "1", "false", "true", "no", "yes",
+					     "off", "on" };
+	int i = word_index(s, words, PS_ARRAY_LEN(words));
 
-	if (!s)
+	if (i < 0)
 		return -EINVAL;
-	for (i = 0; i < PS_ARRAY_LEN(yes); i++) {
-		if (!strcasecmp(s, yes[i])) {
-			*out = 1;
-			return 0;
-		}
-		if (!strcasecmp(s, no[i])) {
-			*out = 0;
-			return 0;
-		}
-	}
-	return -EINVAL;
+	*out = i % 2;
+	return 0;
 }
 
 /* Split "123unit" into a number and a suffix; the number must be present. */
@@ -81,46 +83,23 @@ split_number(const char *s, uint64_t *num, const char **suffix)
 	return 0;
 }
 
-int
-ps_parse_duration(const char *s, uint64_t *out_ns)
+struct unit {
+	const char *name;
+	uint64_t mul;
+};
+
+/* "123unit" with unit one of units[0..n): the number times its multiplier,
+ * or -EINVAL (no number, an unknown unit, an overflow). */
+static int
+scaled(const char *s, const struct unit *units, size_t n, uint64_t *out)
 {
-	static const struct { const char *unit; uint64_t ns; } units[] = {
-		{ "", 1000000000ull }, { "ms", 1000000ull }, { "s", 1000000000ull },
-		{ "m", 60000000000ull }, { "h", 3600000000000ull },
-	};
 	const char *suffix;
 	uint64_t v;
-	size_t i;
 
 	if (!s || split_number(s, &v, &suffix))
 		return -EINVAL;
-	for (i = 0; i < PS_ARRAY_LEN(units); i++) {
-		if (strcmp(suffix, units[i].unit))
-			continue;
-		if (v == 0 || v > UINT64_MAX / units[i].ns)
-			return -EINVAL;
-		*out_ns = v * units[i].ns;
-		return 0;
-	}
-	return -EINVAL;
-}
-
-int
-ps_parse_size(const char *s, uint64_t *out)
-{
-	static const struct { const char *unit; uint64_t mul; } units[] = {
-		{ "", 1 }, { "k", 1ull << 10 }, { "K", 1ull << 10 }, { "KiB", 1ull << 10 },
-		{ "M", 1ull << 20 }, { "MiB", 1ull << 20 }, { "G", 1ull << 30 },
-		{ "GiB", 1ull << 30 },
-	};
-	const char *suffix;
-	uint64_t v;
-	size_t i;
-
-	if (!s || split_number(s, &v, &suffix))
-		return -EINVAL;
-	for (i = 0; i < PS_ARRAY_LEN(units); i++) {
-		if (strcmp(suffix, units[i].unit))
+	for (size_t i = 0; i < n; i++) {
+		if (strcmp(suffix, units[i].name))
 			continue;
 		if (v > UINT64_MAX / units[i].mul)
 			return -EINVAL;
@@ -131,24 +110,43 @@ ps_parse_size(const char *s, uint64_t *out)
 }
 
 int
+ps_parse_duration(const char *s, uint64_t *out_ns)
+{
+	static const struct unit units[] = {
+		{ "", 1000000000ull }, { "ms", 1000000ull }, { "s", 1000000000ull },
+		{ "m", 60000000000ull }, { "h", 3600000000000ull },
+	};
+	uint64_t v;
+
+	if (scaled(s, units, PS_ARRAY_LEN(units), &v) || v == 0)
+		return -EINVAL;
+	*out_ns = v;
+	return 0;
+}
+
+int
+ps_parse_size(const char *s, uint64_t *out)
+{
+	static const struct unit units[] = {
+		{ "", 1 }, { "k", 1ull << 10 }, { "K", 1ull << 10 }, { "KiB", 1ull << 10 },
+		{ "M", 1ull << 20 }, { "MiB", 1ull << 20 }, { "G", 1ull << 30 },
+		{ "GiB", 1ull << 30 },
+	};
+
+	return scaled(s, units, PS_ARRAY_LEN(units), out);
+}
+
+int
 ps_parse_level(const char *s, int *out)
 {
-	static const char *const names[] = { "error", "warn", "info", "debug" };
-	size_t i;
+	/* Indexed by PS_LOG_*, and "warning" for warn. */
+	static const char *const names[] = { "error", "warn", "info", "debug", "warning" };
+	int i = word_index(s, names, PS_ARRAY_LEN(names));
 
-	if (!s)
+	if (i < 0)
 		return -EINVAL;
-	for (i = 0; i < PS_ARRAY_LEN(names); i++) {
-		if (!strcasecmp(s, names[i])) {
-			*out = (int)i;
-			return 0;
-		}
-	}
-	if (!strcasecmp(s, "warning")) {
-		*out = PS_LOG_WARN;
-		return 0;
-	}
-	return -EINVAL;
+	*out = i == 4 ? PS_LOG_WARN : i;
+	return 0;
 }
 
 int

@@ -29,7 +29,7 @@ ps_guard_leave(void)
 	ps_guard_depth--;
 }
 
-static inline int
+PS_SIGSAFE static inline int
 ps_guard_held(void)
 {
 	return ps_guard_depth != 0;

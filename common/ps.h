@@ -5,9 +5,13 @@
  * Fallible functions are marked PS_WUR so that a caller cannot ignore them.
  *
  * Context: every function comment says where it may run.  Definitions that
- * the signal handler can reach are marked PS_SIGSAFE, so that
- * `grep -n PS_SIGSAFE` lists everything that must stay async-signal-safe:
- * no malloc, no stdio, no lock another thread may hold, errno preserved.
+ * a signal handler can reach are marked PS_SIGSAFE -- from the shim's own
+ * handler, or from a program's handler through the async-signal-safe C
+ * library functions the shim defines (_exit, sigaction, sigprocmask...)
+ * -- and no others, so that `grep -n PS_SIGSAFE` lists exactly what must
+ * stay async-signal-safe: no malloc, no stdio, no lock another thread may
+ * hold, errno preserved.  `make sigsafe` (test/sigsafe.py) checks the marks
+ * against the call graph.
  */
 #ifndef PS_H
 #define PS_H

@@ -18,7 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -30,6 +29,7 @@
 #include "common/config.h"
 #include "uploader/export.h"
 #include "common/guard.h"
+#include "common/shmem.h"
 #include "shim/livetab.h"
 #include "common/log.h"
 #include "shim/process.h"
@@ -38,6 +38,7 @@
 #include "shim/stacktab.h"
 #include "shim/unwind.h"
 #include "uploader/worker.h"
+#include "shim/next.h"
 
 void ps_hook_malloc_resolve(void);
 
@@ -78,16 +79,12 @@ exe_path(char *buf, size_t len)
 static int
 env_set(const char *name, const char *value)
 {
-	static int (*set)(const char *, const char *, int);
-	static int (*unset)(const char *);
+	PS_NEXT(setenv);
+	PS_NEXT(unsetenv);
 
-	if (!set) {
-		set = (int (*)(const char *, const char *, int))dlsym(RTLD_NEXT, "setenv");
-		unset = (int (*)(const char *))dlsym(RTLD_NEXT, "unsetenv");
-	}
-	if (!set || !unset)
+	if (!real_setenv || !real_unsetenv)
 		return -1;
-	return value ? set(name, value, 1) : unset(name);
+	return value ? real_setenv(name, value, 1) : real_unsetenv(name);
 }
 
 /* Absolute output directory; the default one is exported so that children
@@ -248,10 +245,8 @@ static int
 tables_child(void)
 {
 	struct tables copy = *tabs;
-	void *m = mmap(tabs, sizeof(*tabs), PROT_READ | PROT_WRITE,
-		       MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
 
-	if (m == MAP_FAILED)
+	if (ps_shmem_renew(tabs, sizeof(*tabs)))
 		return -ENOMEM;
 	*tabs = copy;
 	return 0;
@@ -280,16 +275,16 @@ on_fork_child(void)
 static int
 start_tables(struct ps_config *c)
 {
-	void *m = mmap(NULL, sizeof(*tabs), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-		       -1, 0);
+	void *m = ps_shmem_new(sizeof(*tabs));
 	int rc;
 
-	if (m == MAP_FAILED)
+	if (!m)
 		return -ENOMEM;
 	tabs = m;
 	rc = ps_stacktab_init(&tabs->st, c->stack_memory);
 	if (rc)
 		return rc;
+	ps_stacktab_publish(&tabs->st);
 	rc = ps_unwind_init();
 	if (rc)
 		ps_warn("libunwind.so.8 could not be loaded: stacks are cut to their leaf");
@@ -297,7 +292,7 @@ start_tables(struct ps_config *c)
 		rc = ps_livetab_init(&tabs->lt);
 		if (rc)
 			return rc;
-		ps_alloc_start(&tabs->st, &tabs->lt, c->alloc_sample_bytes);
+		ps_alloc_start(&tabs->lt, c->alloc_sample_bytes);
 	}
 	return 0;
 }
@@ -309,7 +304,6 @@ start_export(struct ps_config *c)
 
 	memset(x, 0, sizeof(*x));
 	x->cfg = c;
-	x->st = &tabs->st;
 	x->lt = c->alloc_enabled ? &tabs->lt : NULL;
 	x->cpu_on = c->cpu_enabled;
 	x->alloc_on = c->alloc_enabled;
@@ -353,7 +347,7 @@ start(void)
 	ps_process_setup(&ops, (int)getpid());
 	if (c->cpu_enabled) {
 		ps_altstack_thread_start();
-		rc = ps_sampler_start(&tabs->st, c->sample_rate, c->cpu_timer, c->cpu_signal);
+		rc = ps_sampler_start(c->sample_rate, c->cpu_timer, c->cpu_signal);
 		if (rc)
 			ps_warn("CPU profiling not started: %s", strerror(-rc));
 		if (rc)

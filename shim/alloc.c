@@ -10,7 +10,6 @@
 
 /* Written by ps_alloc_start (constructor, before any sample can be taken)
  * and read by every thread afterwards. */
-static struct ps_stacktab *stacks;
 static struct ps_livetab *live;
 static uint64_t mean;
 /* PS_ALLOC_*; changed by start and off, read by every slow path. */
@@ -20,9 +19,8 @@ static _Atomic int mode;
 static PS_TLS uint64_t t_rng;
 
 void
-ps_alloc_start(struct ps_stacktab *st, struct ps_livetab *lt, uint64_t mean_bytes)
+ps_alloc_start(struct ps_livetab *lt, uint64_t mean_bytes)
 {
-	stacks = st;
 	live = lt;
 	mean = mean_bytes;
 	atomic_store(&mode, PS_ALLOC_ON);
@@ -94,7 +92,7 @@ record(void *p, size_t size)
 	depth = ps_unwind_here(ips, PS_MAX_DEPTH);
 	vals[PS_V_ALLOC_OBJS] = w;
 	vals[PS_V_ALLOC_BYTES] = (uint64_t)(((double)size * (double)w) / PS_FIXED_ONE + 0.5);
-	slot = ps_stacktab_add(stacks, ips, depth, depth == PS_MAX_DEPTH, vals);
+	slot = ps_stacktab_add(ps_stacktab_current(), ips, depth, depth == PS_MAX_DEPTH, vals);
 	(void)ps_livetab_insert(live, p, size, w, slot);
 }
 

@@ -25,9 +25,10 @@ enum { PS_ALLOC_WAITING = 0, PS_ALLOC_ON = 1, PS_ALLOC_OFF = 2 };
 /* A distance so large that a thread never reaches the slow path again. */
 #define PS_ALLOC_NEVER (INT64_MAX / 4)
 
-/* Begin sampling into the given tables.  mean_bytes <= 1 records every
- * allocation.  Context: constructor. */
-void ps_alloc_start(struct ps_stacktab *st, struct ps_livetab *lt, uint64_t mean_bytes);
+/* Begin sampling into ps_stacktab_current() and lt.  mean_bytes <= 1
+ * records every allocation.  Context: constructor, after the stack table
+ * is published. */
+void ps_alloc_start(struct ps_livetab *lt, uint64_t mean_bytes);
 /* Stop sampling for good (disabled, or exiting). */
 void ps_alloc_off(void);
 /* The current mode (PS_ALLOC_*).  Context: any thread. */

@@ -16,7 +16,6 @@
  * touched: the child shares the parent's memory, and its own timer is not
  * armed anyway.
  */
-#include <dlfcn.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <unistd.h>
@@ -25,6 +24,7 @@
 #include "common/ps.h"
 #include "shim/sampler.h"
 #include "shim/sigvirt.h"
+#include "shim/next.h"
 
 #define MAX_ARGS 65536
 
@@ -54,19 +54,17 @@ after(int was_armed)
 	errno = saved;
 }
 
-#define NEXT(name) ((__typeof__(&name))dlsym(RTLD_NEXT, #name))
-
 #define EXEC_HOOK(name, params, args)                  \
 	PS_EXPORT int name params                      \
 	{                                              \
-		__typeof__(&name) fn = NEXT(name);     \
+		PS_NEXT(name);                         \
 		int was, rc;                           \
-		if (!fn) {                             \
+		if (!real_##name) {                    \
 			errno = ENOSYS;                \
 			return -1;                     \
 		}                                      \
 		was = before();                        \
-		rc = fn args;                          \
+		rc = real_##name args;                 \
 		after(was);                            \
 		return rc;                             \
 	}

@@ -8,12 +8,12 @@
  * fatal signals end the process without any of this (and without the last
  * profile write), as pyroshim(7) says.
  */
-#include <dlfcn.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 #include "shim/process.h"
 #include "common/ps.h"
+#include "shim/next.h"
 
 typedef int (*main_fn)(int, char **, char **);
 typedef int (*start_fn)(main_fn, int, char **, void (*)(void), void (*)(void),
@@ -40,23 +40,23 @@ PS_EXPORT int
 __libc_start_main(main_fn main, int argc, char **argv, void (*init)(void),
 		  void (*fini)(void), void (*rtld_fini)(void), void *stack_end)
 {
-	start_fn real = (start_fn)dlsym(RTLD_NEXT, "__libc_start_main");
+	PS_NEXT_AS(start_fn, __libc_start_main);
 
 	real_main = main;
 	ps_process_set_args(argc, (const char *const *)argv);
-	if (!real)
+	if (!real___libc_start_main)
 		exit(main(argc, argv, environ));
-	return real(wrapped_main, argc, argv, init, fini, rtld_fini, stack_end);
+	return real___libc_start_main(wrapped_main, argc, argv, init, fini, rtld_fini, stack_end);
 }
 
 PS_EXPORT void
 exit(int status)
 {
-	void (*real)(int) = (void (*)(int))dlsym(RTLD_NEXT, "exit");
+	PS_NEXT(exit);
 
 	ps_process_set_exit(status);
-	if (real)
-		real(status);
+	if (real_exit)
+		real_exit(status);
 	leaving(status);  /* not reached */
 }
 
@@ -66,28 +66,28 @@ exit(int status)
  * not adopted -- the uploader thread is asked for that last pass, within
  * the flush timeout; the calling thread itself does only async-signal-safe
  * work, because _exit is often called from signal handlers. */
-static void
+PS_SIGSAFE static void
 leaving(int status)
 {
-	void (*real)(int) = (void (*)(int))dlsym(RTLD_NEXT, "_exit");
+	PS_NEXT(_exit);
 
 	if (ps_process_is_self()) {
 		ps_process_set_exit(status);
 		ps_process_exit_now();
 	}
-	if (real)
-		real(status);
+	if (real__exit)
+		real__exit(status);
 	for (;;)
 		;
 }
 
-PS_EXPORT void
+PS_SIGSAFE PS_EXPORT void
 _exit(int status)
 {
 	leaving(status);
 }
 
-PS_EXPORT void
+PS_SIGSAFE PS_EXPORT void
 _Exit(int status)
 {
 	leaving(status);

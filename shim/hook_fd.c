@@ -11,7 +11,6 @@
  * process_vm_readv(2) on our own pid, which fails with EFAULT exactly where
  * the write would have.  Every other call is the C library's, unchanged.
  */
-#include <dlfcn.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <sys/syscall.h>
@@ -20,47 +19,30 @@
 
 #include "common/ps.h"
 #include "shim/unwind.h"
+#include "shim/next.h"
 
-typedef int (*pipe2_fn)(int[2], int);
-typedef int (*pipe_fn)(int[2]);
-
-PS_EXPORT int
+PS_SIGSAFE PS_EXPORT int
 pipe2(int fds[2], int flags)
 {
-	static pipe2_fn real;
+	PS_NEXT(pipe2);
 
 	if (ps_unwind_active()) {
 		errno = EMFILE;
 		return -1;
 	}
-	if (!real)
-		real = (pipe2_fn)dlsym(RTLD_NEXT, "pipe2");
-	if (!real) {
+	if (!real_pipe2) {
 		errno = ENOSYS;
 		return -1;
 	}
-	return real(fds, flags);
+	return real_pipe2(fds, flags);
 }
 
-PS_EXPORT int
+/* pipe2 with no flags, as the kernel defines it. */
+PS_SIGSAFE PS_EXPORT int
 pipe(int fds[2])
 {
-	static pipe_fn real;
-
-	if (ps_unwind_active()) {
-		errno = EMFILE;
-		return -1;
-	}
-	if (!real)
-		real = (pipe_fn)dlsym(RTLD_NEXT, "pipe");
-	if (!real) {
-		errno = ENOSYS;
-		return -1;
-	}
-	return real(fds);
+	return pipe2(fds, 0);
 }
-
-typedef long (*syscall_fn)(long, ...);
 
 /* One readable byte at addr?  Returns 1 like the write it replaces, or -1
  * with errno EFAULT.  Async-signal-safe. */
@@ -76,10 +58,9 @@ validate(const void *addr)
 	return -1;
 }
 
-PS_EXPORT long
+PS_SIGSAFE PS_EXPORT long
 syscall(long number, ...)
 {
-	static syscall_fn real;
 	long a[6];
 	va_list ap;
 	int i;
@@ -91,11 +72,10 @@ syscall(long number, ...)
 	/* The descriptor is an int: only its low 32 bits are defined. */
 	if (number == SYS_write && (int)a[0] == -1 && ps_unwind_active())
 		return validate((const void *)a[1]);
-	if (!real)
-		real = (syscall_fn)dlsym(RTLD_NEXT, "syscall");
-	if (!real) {
+	PS_NEXT(syscall);
+	if (!real_syscall) {
 		errno = ENOSYS;
 		return -1;
 	}
-	return real(number, a[0], a[1], a[2], a[3], a[4], a[5]);
+	return real_syscall(number, a[0], a[1], a[2], a[3], a[4], a[5]);
 }

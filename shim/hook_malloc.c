@@ -15,7 +15,6 @@
  * Everything the shim allocates for itself goes through these hooks with
  * the guard held (guard.h), so it is forwarded unsampled.
  */
-#include <dlfcn.h>
 #include <errno.h>
 #include <malloc.h>
 #include <stdatomic.h>
@@ -26,6 +25,7 @@
 #include "common/guard.h"
 #include "common/ps.h"
 #include "shim/process.h"
+#include "shim/next.h"
 
 static struct {
 	void *(*malloc)(size_t);
@@ -88,7 +88,9 @@ pool_size(const void *p)
 	return ((const struct pool_hdr *)p - 1)->size;
 }
 
-#define RESOLVE(name) real.name = (__typeof__(real.name))dlsym(RTLD_NEXT, #name)
+/* Not PS_NEXT: all of them are resolved before any is used (dlsym itself
+ * allocates, and is served from the pool meanwhile). */
+#define RESOLVE(name) real.name = (__typeof__(real.name))ps_next(#name)
 
 static void
 resolve(void)

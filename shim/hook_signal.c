@@ -6,7 +6,6 @@
  * -- dispositions, masks, waits -- are answered with the program's own view
  * of it, while the kernel keeps the shim's handler and the signal unblocked.
  */
-#include <dlfcn.h>
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -16,16 +15,9 @@
 #include <sys/signalfd.h>
 
 #include "common/ps.h"
+#include "shim/next.h"
 #include "shim/sigvirt.h"
 #include "shim/unwind.h"
-
-/* The next definition of `fn`, looked up once.  The lookup is not
- * async-signal-safe, but each of these is first called outside a handler
- * (the shim's constructor calls none of them through here). */
-#define REAL(fn) \
-	static __typeof__(fn) *real_##fn; \
-	if (!real_##fn) \
-		real_##fn = (__typeof__(fn) *)dlsym(RTLD_NEXT, #fn)
 
 #define MISSING(fn, ret) \
 	do { \
@@ -35,7 +27,7 @@
 		} \
 	} while (0)
 
-static int
+PS_SIGSAFE static int
 is_ours(int sig)
 {
 	int v = ps_sigvirt_signo();
@@ -43,10 +35,10 @@ is_ours(int sig)
 	return v && sig == v;
 }
 
-PS_EXPORT int
+PS_SIGSAFE PS_EXPORT int
 sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
-	REAL(sigaction);
+	PS_NEXT(sigaction);
 	if (!is_ours(sig)) {
 		MISSING(sigaction, -1);
 		return real_sigaction(sig, act, old);
@@ -58,7 +50,7 @@ sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 /* glibc's signal() and bsd_signal(): sigaction with BSD semantics.  They
  * are redefined here because the C library's own call sigaction
  * internally, past the interposed one. */
-static sighandler_t
+PS_SIGSAFE static sighandler_t
 bsd(int sig, sighandler_t handler)
 {
 	struct sigaction sa, old;
@@ -74,7 +66,7 @@ bsd(int sig, sighandler_t handler)
 	return old.sa_handler;
 }
 
-PS_EXPORT sighandler_t
+PS_SIGSAFE PS_EXPORT sighandler_t
 signal(int sig, sighandler_t handler)
 {
 	return bsd(sig, handler);
@@ -105,7 +97,7 @@ sysv(int sig, sighandler_t handler)
 PS_EXPORT sighandler_t
 sysv_signal(int sig, sighandler_t handler)
 {
-	REAL(sysv_signal);
+	PS_NEXT(sysv_signal);
 	if (!is_ours(sig)) {
 		MISSING(sysv_signal, SIG_ERR);
 		return real_sysv_signal(sig, handler);
@@ -122,13 +114,13 @@ __sysv_signal(int sig, sighandler_t handler)
 /* sigset is obsolescent, and the program still calls it. */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-PS_EXPORT sighandler_t
+PS_SIGSAFE PS_EXPORT sighandler_t
 sigset(int sig, sighandler_t disp)
 {
 	struct sigaction sa, old;
 	sigset_t one, prev;
 
-	REAL(sigset);
+	PS_NEXT(sigset);
 	if (!is_ours(sig)) {
 		MISSING(sigset, SIG_ERR);
 		return real_sigset(sig, disp);
@@ -153,13 +145,13 @@ sigset(int sig, sighandler_t disp)
 
 /* ---- masks ----------------------------------------------------------- */
 
-PS_EXPORT int
+PS_SIGSAFE PS_EXPORT int
 pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
 {
 	sigset_t copy;
 	int was = ps_sigvirt_thread_blocked(), rc;
 
-	REAL(pthread_sigmask);
+	PS_NEXT(pthread_sigmask);
 	if (!real_pthread_sigmask)
 		return ENOSYS;
 	rc = real_pthread_sigmask(how, ps_sigvirt_mask_in(set, &copy), old);
@@ -176,7 +168,7 @@ pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
  * masking protects against, so during a capture those calls are answered
  * without a system call.  Every other call -- all of the program's -- is
  * the program's, virtualized like pthread_sigmask. */
-PS_EXPORT int
+PS_SIGSAFE PS_EXPORT int
 sigprocmask(int how, const sigset_t *set, sigset_t *old)
 {
 	sigset_t copy;
@@ -187,7 +179,7 @@ sigprocmask(int how, const sigset_t *set, sigset_t *old)
 			sigemptyset(old);
 		return 0;
 	}
-	REAL(sigprocmask);
+	PS_NEXT(sigprocmask);
 	MISSING(sigprocmask, -1);
 	rc = real_sigprocmask(how, ps_sigvirt_mask_in(set, &copy), old);
 	if (rc == 0)
@@ -197,32 +189,32 @@ sigprocmask(int how, const sigset_t *set, sigset_t *old)
 
 /* ---- waits with a temporary mask: the shim's signal blocked meanwhile - */
 
-PS_EXPORT int
+PS_SIGSAFE PS_EXPORT int
 sigsuspend(const sigset_t *mask)
 {
 	sigset_t copy;
 
-	REAL(sigsuspend);
+	PS_NEXT(sigsuspend);
 	MISSING(sigsuspend, -1);
 	return real_sigsuspend(ps_sigvirt_wait_mask(mask, &copy));
 }
 
-PS_EXPORT int
+PS_SIGSAFE PS_EXPORT int
 ppoll(struct pollfd *fds, nfds_t n, const struct timespec *t, const sigset_t *mask)
 {
 	sigset_t copy;
 
-	REAL(ppoll);
+	PS_NEXT(ppoll);
 	MISSING(ppoll, -1);
 	return real_ppoll(fds, n, t, ps_sigvirt_wait_mask(mask, &copy));
 }
 
-PS_EXPORT int
+PS_SIGSAFE PS_EXPORT int
 pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct timespec *t, const sigset_t *mask)
 {
 	sigset_t copy;
 
-	REAL(pselect);
+	PS_NEXT(pselect);
 	MISSING(pselect, -1);
 	return real_pselect(n, r, w, e, t, ps_sigvirt_wait_mask(mask, &copy));
 }
@@ -232,7 +224,7 @@ epoll_pwait(int fd, struct epoll_event *ev, int max, int ms, const sigset_t *mas
 {
 	sigset_t copy;
 
-	REAL(epoll_pwait);
+	PS_NEXT(epoll_pwait);
 	MISSING(epoll_pwait, -1);
 	return real_epoll_pwait(fd, ev, max, ms, ps_sigvirt_wait_mask(mask, &copy));
 }
@@ -243,7 +235,7 @@ epoll_pwait2(int fd, struct epoll_event *ev, int max, const struct timespec *t,
 {
 	sigset_t copy;
 
-	REAL(epoll_pwait2);
+	PS_NEXT(epoll_pwait2);
 	MISSING(epoll_pwait2, -1);
 	return real_epoll_pwait2(fd, ev, max, t, ps_sigvirt_wait_mask(mask, &copy));
 }
@@ -251,31 +243,24 @@ epoll_pwait2(int fd, struct epoll_event *ev, int max, const struct timespec *t,
 /* ---- synchronous receipt: never one of the shim's samples ------------ */
 
 PS_EXPORT int
-sigwaitinfo(const sigset_t *set, siginfo_t *info)
-{
-	sigset_t copy;
-	int sig;
-
-	REAL(sigwaitinfo);
-	MISSING(sigwaitinfo, -1);
-	sig = ps_sigvirt_take_pending(set, info);
-	if (sig)
-		return sig;
-	return real_sigwaitinfo(ps_sigvirt_mask_in(set, &copy), info);
-}
-
-PS_EXPORT int
 sigtimedwait(const sigset_t *set, siginfo_t *info, const struct timespec *t)
 {
 	sigset_t copy;
 	int sig;
 
-	REAL(sigtimedwait);
+	PS_NEXT(sigtimedwait);
 	MISSING(sigtimedwait, -1);
 	sig = ps_sigvirt_take_pending(set, info);
 	if (sig)
 		return sig;
 	return real_sigtimedwait(ps_sigvirt_mask_in(set, &copy), info, t);
+}
+
+/* sigtimedwait with no timeout, as the C library defines it. */
+PS_EXPORT int
+sigwaitinfo(const sigset_t *set, siginfo_t *info)
+{
+	return sigtimedwait(set, info, NULL);
 }
 
 PS_EXPORT int
@@ -284,7 +269,7 @@ sigwait(const sigset_t *set, int *sig)
 	sigset_t copy;
 	int s;
 
-	REAL(sigwait);
+	PS_NEXT(sigwait);
 	if (!real_sigwait)
 		return ENOSYS;
 	s = ps_sigvirt_take_pending(set, NULL);
@@ -300,7 +285,7 @@ signalfd(int fd, const sigset_t *mask, int flags)
 {
 	sigset_t copy;
 
-	REAL(signalfd);
+	PS_NEXT(signalfd);
 	MISSING(signalfd, -1);
 	return real_signalfd(fd, ps_sigvirt_mask_in(mask, &copy), flags);
 }

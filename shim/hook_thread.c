@@ -12,7 +12,6 @@
  * The trampoline is the only frame the shim adds to a host thread; it
  * belongs to the shim's own code and is dropped from every stack.
  */
-#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -25,6 +24,7 @@
 #include "shim/sampler.h"
 #include "shim/sigvirt.h"
 #include "shim/unwind.h"
+#include "shim/next.h"
 
 struct start {
 	void *(*fn)(void *);
@@ -79,18 +79,14 @@ trampoline(void *p)
 	return s.fn(s.arg);
 }
 
-typedef int (*create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
-
 PS_EXPORT int
 pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg)
 {
-	static create_fn real;
+	PS_NEXT(pthread_create);
 	struct start *s;
 	int rc, shim;
 
-	if (!real)
-		real = (create_fn)dlsym(RTLD_NEXT, "pthread_create");
-	if (!real)
+	if (!real_pthread_create)
 		return EAGAIN;
 	shim = ps_guard_held();
 	ps_guard_enter();
@@ -99,12 +95,12 @@ pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), vo
 	s = malloc(sizeof(*s));
 	ps_guard_leave();
 	if (!s)
-		return real(t, attr, fn, arg);  /* no warm-up, but no failure either */
+		return real_pthread_create(t, attr, fn, arg);  /* no warm-up, but no failure either */
 	s->fn = fn;
 	s->arg = arg;
 	s->shim = shim;
 	s->blocked = ps_sigvirt_thread_blocked();
-	rc = real(t, attr, trampoline, s);
+	rc = real_pthread_create(t, attr, trampoline, s);
 	if (rc)
 		free(s);
 	return rc;

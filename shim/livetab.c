@@ -1,9 +1,9 @@
 /* livetab.c -- lock-free table of live sampled blocks.  See livetab.h. */
 #include "shim/livetab.h"
+#include "common/shmem.h"
 
 #include <errno.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #define MAX_PROBE 64
 enum { K_EMPTY = 0, K_TOMB = 1, K_BUSY = 2 };
@@ -16,8 +16,8 @@ ps_livetab_init(struct ps_livetab *t)
 
 	memset(t, 0, sizeof(*t));
 	t->map_len = slots + PS_LIVE_FILTER;
-	p = mmap(NULL, t->map_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (p == MAP_FAILED)
+	p = ps_shmem_new(t->map_len);
+	if (!p)
 		return -ENOMEM;
 	t->slots = p;
 	t->filter = (_Atomic uint8_t *)((char *)p + slots);
@@ -27,10 +27,7 @@ ps_livetab_init(struct ps_livetab *t)
 int
 ps_livetab_reset(struct ps_livetab *t)
 {
-	void *p = mmap(t->slots, t->map_len, PROT_READ | PROT_WRITE,
-		       MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
-
-	if (p == MAP_FAILED)
+	if (ps_shmem_renew(t->slots, t->map_len))
 		return -ENOMEM;
 	atomic_store(&t->live, 0);
 	atomic_store(&t->dropped, 0);

@@ -19,7 +19,7 @@
 
 /* Written by ps_sampler_start (constructor) and the fork child handler,
  * before or while no other thread runs; read by the handler. */
-static struct ps_stacktab *tab;
+static int started;               /* ps_sampler_start succeeded this far */
 static struct itimerspec period;
 static uint64_t period_ns;        /* the same, in ns (set with period) */
 static int thread_mode;           /* PS_TIMER_THREAD */
@@ -39,22 +39,31 @@ static _Atomic int armed;
 /* CPU time already attributed to samples; advanced by the handlers. */
 static _Atomic uint64_t cpu_seen_ns;
 
-/* The CPU time this sample stands for: what the process consumed since the
- * last sample.  The baseline only moves forward, so two handlers racing on
- * two threads split the time between them instead of counting it twice. */
-PS_SIGSAFE static uint64_t
-take_weight(void)
+PS_SIGSAFE uint64_t
+ps_sampler_take_since(_Atomic uint64_t *seen, uint64_t now)
 {
-	uint64_t now = ps_clock_ns(CLOCK_PROCESS_CPUTIME_ID);
-	uint64_t prev = atomic_load_explicit(&cpu_seen_ns, memory_order_relaxed);
+	uint64_t prev = atomic_load_explicit(seen, memory_order_relaxed);
 
 	do {
 		if (now <= prev)
 			return 0;
-	} while (!atomic_compare_exchange_weak_explicit(&cpu_seen_ns, &prev, now,
-							memory_order_relaxed,
+	} while (!atomic_compare_exchange_weak_explicit(seen, &prev, now, memory_order_relaxed,
 							memory_order_relaxed));
 	return now - prev;
+}
+
+PS_SIGSAFE uint64_t
+ps_sampler_timer_weight(uint64_t period, int overrun)
+{
+	return period * (1 + (uint64_t)(overrun > 0 ? overrun : 0));
+}
+
+/* The CPU time this sample stands for: what the process consumed since the
+ * last sample. */
+PS_SIGSAFE static uint64_t
+take_weight(void)
+{
+	return ps_sampler_take_since(&cpu_seen_ns, ps_clock_ns(CLOCK_PROCESS_CPUTIME_ID));
 }
 
 /* Thread mode: the CPU time of this thread since its last sample.  The
@@ -70,7 +79,7 @@ take_thread_weight(const siginfo_t *si)
 	uint64_t now, w;
 
 	if (si && si->si_code == SI_TIMER) {
-		w = period_ns * (1 + (uint64_t)(si->si_overrun > 0 ? si->si_overrun : 0));
+		w = ps_sampler_timer_weight(period_ns, si->si_overrun);
 		t_cpu_seen += w;
 		return w;
 	}
@@ -87,6 +96,7 @@ handler(int sig, siginfo_t *si, void *uc)
 	uintptr_t ips[PS_MAX_DEPTH];
 	uint64_t vals[PS_NVALUES] = { 0 };
 	uint64_t t0 = ps_bench_now();
+	struct ps_stacktab *tab;
 	int saved = errno, depth;
 
 	if (!ps_sigvirt_is_sample(si)) {
@@ -95,6 +105,7 @@ handler(int sig, siginfo_t *si, void *uc)
 		errno = saved;
 		return;
 	}
+	tab = ps_stacktab_current();
 	if (!tab)
 		goto out;
 	vals[PS_V_CPU_SAMPLES] = 1;
@@ -164,7 +175,7 @@ last_sample(void)
 	uintptr_t ip = t_start;
 	uint64_t now;
 
-	if (!tab || !ip || !atomic_load(&armed))
+	if (!ps_stacktab_current() || !ip || !atomic_load(&armed))
 		return;
 	now = ps_clock_ns(CLOCK_THREAD_CPUTIME_ID);
 	if (now <= t_cpu_seen)
@@ -172,7 +183,7 @@ last_sample(void)
 	vals[PS_V_CPU_SAMPLES] = 1;
 	vals[PS_V_CPU_NS] = now - t_cpu_seen;
 	t_cpu_seen = now;
-	(void)ps_stacktab_add(tab, &ip, 1, 0, vals);
+	(void)ps_stacktab_add(ps_stacktab_current(), &ip, 1, 0, vals);
 }
 
 static void
@@ -190,12 +201,12 @@ void
 ps_sampler_thread_start(void *start)
 {
 	t_start = (uintptr_t)start;
-	if (tab && thread_mode && atomic_load(&armed))
+	if (started && thread_mode && atomic_load(&armed))
 		(void)thread_arm();
 }
 
 int
-ps_sampler_start(struct ps_stacktab *t, unsigned hz, int mode, int sig)
+ps_sampler_start(unsigned hz, int mode, int sig)
 {
 	long ns;
 	int rc;
@@ -214,7 +225,7 @@ ps_sampler_start(struct ps_stacktab *t, unsigned hz, int mode, int sig)
 		if (rc)
 			return rc;
 	}
-	tab = t;
+	started = 1;
 	rc = ps_sigvirt_start(sig, handler);
 	if (rc)
 		return rc;
@@ -279,7 +290,7 @@ ps_sampler_rearm(int was_armed)
 {
 	int rc;
 
-	if (!was_armed || !tab)
+	if (!was_armed || !started)
 		return;
 	rc = arm();
 	if (rc == 0)
@@ -289,7 +300,7 @@ ps_sampler_rearm(int was_armed)
 void
 ps_sampler_child(void)
 {
-	if (!tab)
+	if (!started)
 		return;
 	/* Timers are not inherited: the child's only thread gets new ones. */
 	t_has_timer = 0;

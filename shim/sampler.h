@@ -25,9 +25,10 @@
 enum { PS_TIMER_THREAD = 0, PS_TIMER_PROCESS = 1 };
 
 /* Install the handler for signal `sig` (virtualized: sigvirt.h) and arm
- * the timer at `hz` in `mode`.  Returns 0 or -errno from sigaction or
- * timer_create.  Context: constructor. */
-int ps_sampler_start(struct ps_stacktab *tab, unsigned hz, int mode, int sig) PS_WUR;
+ * the timer at `hz` in `mode`; samples go to ps_stacktab_current().
+ * Returns 0 or -errno from sigaction or timer_create.  Context:
+ * constructor. */
+int ps_sampler_start(unsigned hz, int mode, int sig) PS_WUR;
 
 /* Thread mode: give the calling (new) thread its timer.  `start` is the
  * thread's start routine: the CPU the thread uses after its last sample is
@@ -51,5 +52,18 @@ void ps_sampler_child(void);
 
 /* Stop for good (exit).  Context: destructor. */
 void ps_sampler_stop(void);
+
+/* ---- the weight arithmetic (check_sampler) ---------------------------- */
+
+/* The time from *seen to now, and *seen moved to now; 0 if now is not
+ * past it.  The baseline only moves forward, so two handlers racing on two
+ * threads split the time between them instead of counting it twice.
+ * Context: any thread, signal handler included; async-signal-safe. */
+uint64_t ps_sampler_take_since(_Atomic uint64_t *seen, uint64_t now) PS_SIGSAFE;
+
+/* What one expiry of a timer of `period` ns stands for: the period, and
+ * one more for each expiry the kernel merged into it (si_overrun; a
+ * negative count is none).  Context: async-signal-safe. */
+uint64_t ps_sampler_timer_weight(uint64_t period, int overrun) PS_SIGSAFE;
 
 #endif

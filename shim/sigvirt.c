@@ -4,8 +4,8 @@
  * keeps the state they share with the handler.
  */
 #include "shim/sigvirt.h"
+#include "shim/next.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <stdatomic.h>
 #include <string.h>
@@ -100,7 +100,7 @@ ps_sigvirt_start(int sig, void (*handler)(int, siginfo_t *, void *))
 {
 	struct sigaction sa, old;
 
-	real_sigaction = (sigaction_fn)dlsym(RTLD_NEXT, "sigaction");
+	real_sigaction = (sigaction_fn)ps_next("sigaction");
 	if (!real_sigaction)
 		return -ENOSYS;
 	memset(&sa, 0, sizeof(sa));
@@ -118,7 +118,7 @@ ps_sigvirt_start(int sig, void (*handler)(int, siginfo_t *, void *))
 	return 0;
 }
 
-void
+PS_SIGSAFE void
 ps_sigvirt_action(const struct sigaction *act, struct sigaction *old)
 {
 	if (old)
@@ -193,7 +193,7 @@ ps_sigvirt_forward(int sig, siginfo_t *si, void *uc)
 		a.sa_handler(sig);
 }
 
-int
+PS_SIGSAFE int
 ps_sigvirt_thread_blocked(void)
 {
 	return t_blocked;
@@ -217,17 +217,27 @@ ps_sigvirt_adopt_thread(int blocked)
 
 /* ---- masks, for hook_signal.c (sigvirt_hooks.h) ---------------------- */
 
-const sigset_t *
-ps_sigvirt_mask_in(const sigset_t *set, sigset_t *copy)
+/* set with the shim's signal added (add) or taken out, in *copy. */
+PS_SIGSAFE static const sigset_t *
+with_vsig(const sigset_t *set, sigset_t *copy, int add)
 {
 	if (!vsig || !set)
 		return set;
 	*copy = *set;
-	sigdelset(copy, vsig);
+	if (add)
+		sigaddset(copy, vsig);
+	else
+		sigdelset(copy, vsig);
 	return copy;
 }
 
-void
+PS_SIGSAFE const sigset_t *
+ps_sigvirt_mask_in(const sigset_t *set, sigset_t *copy)
+{
+	return with_vsig(set, copy, 0);
+}
+
+PS_SIGSAFE void
 ps_sigvirt_mask_out(int how, const sigset_t *set, sigset_t *old, int was)
 {
 	if (!vsig)
@@ -254,14 +264,10 @@ ps_sigvirt_mask_out(int how, const sigset_t *set, sigset_t *old, int was)
 	}
 }
 
-const sigset_t *
+PS_SIGSAFE const sigset_t *
 ps_sigvirt_wait_mask(const sigset_t *set, sigset_t *copy)
 {
-	if (!vsig || !set)
-		return set;
-	*copy = *set;
-	sigaddset(copy, vsig);
-	return copy;
+	return with_vsig(set, copy, 1);
 }
 
 int
@@ -275,7 +281,7 @@ ps_sigvirt_take_pending(const sigset_t *set, siginfo_t *info)
 	return vsig;
 }
 
-PS_SIGSAFE void
+void
 ps_sigvirt_before_exec(void)
 {
 	struct sigaction a, ign;
@@ -298,7 +304,7 @@ ps_sigvirt_before_exec(void)
 	}
 }
 
-PS_SIGSAFE void
+void
 ps_sigvirt_exec_failed(void)
 {
 	sigset_t one;

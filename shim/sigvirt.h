@@ -87,8 +87,8 @@ int ps_sigvirt_real_mask(int how, const sigset_t *set, sigset_t *old) PS_SIGSAFE
  * mask and an ignored disposition.  Call after the timer is disarmed and
  * pending samples are drained.  ps_sigvirt_exec_failed() undoes it.
  * Context: the exec hooks; async-signal-safe. */
-void ps_sigvirt_before_exec(void) PS_SIGSAFE;
-void ps_sigvirt_exec_failed(void) PS_SIGSAFE;
+void ps_sigvirt_before_exec(void);
+void ps_sigvirt_exec_failed(void);
 
 /* ---- for the interposed functions (hook_signal.c) -------------------- */
 
@@ -113,6 +113,6 @@ const sigset_t *ps_sigvirt_wait_mask(const sigset_t *set, sigset_t *copy) PS_SIG
  * shim's signal (ps_sigvirt_mask_in).  If the program waits for that
  * signal and sent one to itself while blocking it, it is taken here:
  * returns the signal number (filling *info if not NULL), else 0. */
-int ps_sigvirt_take_pending(const sigset_t *set, siginfo_t *info) PS_SIGSAFE;
+int ps_sigvirt_take_pending(const sigset_t *set, siginfo_t *info);
 
 #endif

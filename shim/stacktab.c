@@ -12,7 +12,7 @@
 
 #include <errno.h>
 #include <string.h>
-#include <sys/mman.h>
+#include "common/shmem.h"
 
 #define MAX_PROBE 64
 
@@ -34,21 +34,34 @@ ps_stacktab_init(struct ps_stacktab *t, uint64_t budget)
 	slots_len = (slots_len + 4095) & ~(size_t)4095;
 	t->npool = (uint32_t)((budget - slots_len) / sizeof(uintptr_t));
 	t->map_len = slots_len + (size_t)t->npool * sizeof(uintptr_t);
-	p = mmap(NULL, t->map_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (p == MAP_FAILED)
+	p = ps_shmem_new(t->map_len);
+	if (!p)
 		return -ENOMEM;
 	t->slots = p;
 	t->pool = (uintptr_t *)((char *)p + slots_len);
 	return 0;
 }
 
+/* Written once by the constructor, before the handler is installed or any
+ * hook samples; read by every thread. */
+static struct ps_stacktab *_Atomic current;
+
+void
+ps_stacktab_publish(struct ps_stacktab *t)
+{
+	atomic_store_explicit(&current, t, memory_order_release);
+}
+
+PS_SIGSAFE struct ps_stacktab *
+ps_stacktab_current(void)
+{
+	return atomic_load_explicit(&current, memory_order_acquire);
+}
+
 int
 ps_stacktab_reset(struct ps_stacktab *t)
 {
-	void *p = mmap(t->slots, t->map_len, PROT_READ | PROT_WRITE,
-		       MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
-
-	if (p == MAP_FAILED)
+	if (ps_shmem_renew(t->slots, t->map_len))
 		return -ENOMEM;
 	atomic_store(&t->pool_used, 0);
 	atomic_store(&t->dropped, 0);
@@ -168,12 +181,14 @@ ps_stacktab_get(const struct ps_stacktab *t, uint32_t i, const uintptr_t **ips, 
 	return 1;
 }
 
-int
+PS_SIGSAFE int
 ps_stacktab_empty(const struct ps_stacktab *t)
 {
 	uint32_t i;
 	int k;
 
+	if (!t)
+		return 1;
 	if (atomic_load_explicit(&t->pool_used, memory_order_relaxed) != 0)
 		return 0;
 	for (i = 0; i < PS_NSPECIAL; i++)

@@ -67,6 +67,14 @@ struct ps_stacktab {
  * Context: constructor; calls mmap. */
 int ps_stacktab_init(struct ps_stacktab *t, uint64_t budget) PS_WUR;
 
+/* The process's stack table, held in this one place: published by the
+ * constructor once the table is mapped (a fork child keeps the same
+ * address), read by the signal handler, the allocation hooks and the
+ * uploader.  NULL until published (nothing is recorded then).
+ * Context: publish: constructor; current: any thread, async-signal-safe. */
+void ps_stacktab_publish(struct ps_stacktab *t);
+struct ps_stacktab *ps_stacktab_current(void) PS_SIGSAFE;
+
 /* Forget every stack (fork child): the pages are replaced by fresh zero
  * pages, which costs nothing until touched.  Context: fork child handler,
  * single thread.  Returns 0 or -ENOMEM. */
@@ -86,8 +94,8 @@ void ps_stacktab_add_special(struct ps_stacktab *t, uint32_t slot, const uint64_
 int ps_stacktab_get(const struct ps_stacktab *t, uint32_t i, const uintptr_t **ips,
 		    int *depth, int *truncated);
 
-/* 1 if nothing was ever recorded (no stack stored, no special slot used).
- * Context: any thread. */
+/* 1 if nothing was ever recorded (no stack stored, no special slot used),
+ * or t is NULL.  Context: any thread; async-signal-safe. */
 int ps_stacktab_empty(const struct ps_stacktab *t);
 
 static inline uint32_t

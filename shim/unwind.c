@@ -91,7 +91,7 @@ ps_unwind_fork_child(void)
 	atomic_store(&fork_pending, 0);
 }
 
-int
+PS_SIGSAFE int
 ps_unwind_active(void)
 {
 	return t_active;
@@ -200,6 +200,22 @@ walk(unw_cursor_t *cur, uintptr_t *ips, int max, int exact_leaf)
 	return n;
 }
 
+/* The fast path, when the thread is on its own stack (not on an alternate
+ * signal stack, whose bounds we do not know): the shim's own .eh_frame
+ * walker.  Returns the frames found, or 0 to fall back to libunwind. */
+PS_SIGSAFE static int
+fast_walk(const struct ps_frame_regs *r, uintptr_t *ips, int max, int exact_leaf)
+{
+	int n;
+
+	if (r->sp < t_stack_lo || r->sp >= t_stack_hi)
+		return 0;
+	t_active = 1;
+	n = ps_ehframe_walk(r, t_stack_hi, ips, max, exact_leaf);
+	t_active = 0;
+	return n > 0 ? n : 0;
+}
+
 PS_SIGSAFE int
 ps_unwind_signal(void *ucontext, uintptr_t *ips, int max)
 {
@@ -214,16 +230,10 @@ ps_unwind_signal(void *ucontext, uintptr_t *ips, int max)
 	r.ip = ips[0];
 	r.sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
 	r.bp = (uintptr_t)uc->uc_mcontext.gregs[REG_RBP];
-	/* The fast path, when the thread is on its own stack (not on an
-	 * alternate signal stack, whose bounds we do not know). */
-	if (r.sp >= t_stack_lo && r.sp < t_stack_hi) {
-		t_active = 1;
-		n = ps_ehframe_walk(&r, t_stack_hi, ips, max, 1);
-		t_active = 0;
-		if (n > 0)
-			return n;
-		ips[0] = r.ip;
-	}
+	n = fast_walk(&r, ips, max, 1);
+	if (n > 0)
+		return n;
+	ips[0] = r.ip;
 	if (enter())
 		return 1;
 	t_active = 1;
@@ -253,13 +263,9 @@ ps_unwind_here(uintptr_t *ips, int max)
 	 * frame, whose CFI describes the stack as it is here. */
 	__asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2"
 			 : "=r"(r.ip), "=r"(r.sp), "=r"(r.bp));
-	if (r.sp >= t_stack_lo && r.sp < t_stack_hi) {
-		t_active = 1;
-		n = ps_ehframe_walk(&r, t_stack_hi, ips, max, 0);
-		t_active = 0;
-		if (n > 0)
-			return n;
-	}
+	n = fast_walk(&r, ips, max, 0);
+	if (n > 0)
+		return n;
 	if (enter())
 		return 0;
 	t_active = 1;

@@ -260,6 +260,86 @@ START_TEST(test_no_cfi_fails)
 }
 END_TEST
 
+/* ---- synthetic stacks -------------------------------------------------
+ * At a function's first instruction the ABI fixes the frame: CFA = %rsp + 8
+ * and the return address at CFA - 8 (every CIE the GNU toolchain emits
+ * starts so).  A stack of words that are each "entry of a function + 1"
+ * is therefore a chain of calls caught at their first instruction, whose
+ * walk is known exactly: the entries themselves (return address - 1). */
+
+static volatile int syn_sink;
+__attribute__((noinline)) static void syn_a(void) { syn_sink++; syn_sink++; }
+__attribute__((noinline)) static void syn_b(void) { syn_sink++; syn_sink++; }
+__attribute__((noinline)) static void syn_c(void) { syn_sink++; syn_sink++; }
+
+static void (*const syn_fn[])(void) = { syn_a, syn_b, syn_c };
+
+/* fake[0..n): return addresses into syn_fn[(i + 1) % 3], then `end`. */
+static void
+synthetic(uintptr_t *fake, int n, uintptr_t end)
+{
+	for (int i = 0; i < n; i++)
+		fake[i] = (uintptr_t)syn_fn[(i + 1) % 3] + 1;
+	fake[n] = end;
+}
+
+START_TEST(test_synthetic_chain_is_walked_exactly)
+{
+	uintptr_t fake[16], ips[16];
+	struct ps_frame_regs r = { (uintptr_t)syn_a, (uintptr_t)fake, 0 };
+	int n;
+
+	synthetic(fake, 6, 0);     /* a zero return address: the outermost frame */
+	n = ps_ehframe_walk(&r, (uintptr_t)&fake[16], ips, 16, 1);
+	ck_assert_int_eq(n, 7);
+	for (int i = 0; i < n; i++)
+		ck_assert_msg(ips[i] == (uintptr_t)syn_fn[i % 3], "frame %d: %#lx", i,
+			      (unsigned long)ips[i]);
+}
+END_TEST
+
+START_TEST(test_synthetic_chain_stops_at_max)
+{
+	uintptr_t fake[16], ips[4];
+	struct ps_frame_regs r = { (uintptr_t)syn_a, (uintptr_t)fake, 0 };
+
+	synthetic(fake, 10, 0);
+	ck_assert_int_eq(ps_ehframe_walk(&r, (uintptr_t)&fake[16], ips, 4, 1), 4);
+	ck_assert_uint_eq(ips[3], (uintptr_t)syn_fn[0]);
+}
+END_TEST
+
+START_TEST(test_synthetic_chain_without_an_end_fails_at_the_stack_top)
+{
+	uintptr_t fake[17], ips[64];
+	struct ps_frame_regs r = { (uintptr_t)syn_a, (uintptr_t)fake, 0 };
+
+	/* Every word is a return address: the chain runs into stack_hi,
+	 * where the next read would fall outside, and the walk fails rather
+	 * than read past it. */
+	synthetic(fake, 16, (uintptr_t)syn_b + 1);
+	ck_assert_int_eq(ps_ehframe_walk(&r, (uintptr_t)&fake[17], ips, 64, 1), 0);
+}
+END_TEST
+
+START_TEST(test_synthetic_leaf_is_exact_or_minus_one)
+{
+	uintptr_t fake[4], ips[4];
+	struct ps_frame_regs r = { (uintptr_t)syn_a + 1, (uintptr_t)fake, 0 };
+
+	/* From a signal (exact_leaf), the interrupted instruction itself;
+	 * otherwise the leaf is a return address too. */
+	synthetic(fake, 1, 0);
+	r.ip = (uintptr_t)syn_a;
+	ck_assert_int_eq(ps_ehframe_walk(&r, (uintptr_t)&fake[4], ips, 4, 1), 2);
+	ck_assert_uint_eq(ips[0], (uintptr_t)syn_a);
+	r.ip = (uintptr_t)syn_a + 1;
+	ck_assert_int_eq(ps_ehframe_walk(&r, (uintptr_t)&fake[4], ips, 4, 0), 2);
+	ck_assert_uint_eq(ips[0], (uintptr_t)syn_a);
+	ck_assert_uint_eq(ips[1], (uintptr_t)syn_b);
+}
+END_TEST
+
 static Suite *
 ehframe_suite(void)
 {
@@ -273,6 +353,10 @@ ehframe_suite(void)
 	tcase_add_test(tc, test_signal_context_on_threads);
 	tcase_add_test(tc, test_garbage_stack_fails_safely);
 	tcase_add_test(tc, test_no_cfi_fails);
+	tcase_add_test(tc, test_synthetic_chain_is_walked_exactly);
+	tcase_add_test(tc, test_synthetic_chain_stops_at_max);
+	tcase_add_test(tc, test_synthetic_chain_without_an_end_fails_at_the_stack_top);
+	tcase_add_test(tc, test_synthetic_leaf_is_exact_or_minus_one);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -8,7 +8,7 @@
 #include <string.h>
 
 static struct ps_headers h;
-static struct ps_headers_report rep;
+static struct ps_report rep;
 
 static void
 setup(void)
@@ -157,7 +157,7 @@ START_TEST(headers_drop_names_that_are_not_tokens)
 		&h, &rep), 1);
 	ck_assert_str_eq(ps_headers_line(&h, 0), "!#$%&'*+-.^_`|~09aZ: 6");
 	ck_assert_uint_eq(rep.dropped, 5);
-	ck_assert_uint_eq(rep.listed, PS_HEADERS_REPORT_ITEMS);
+	ck_assert_uint_eq(rep.listed, PS_REPORT_ITEMS);
 	ck_assert_int_eq(rep.item[0].why, PS_HEADERS_DROP_BAD_NAME);
 	ck_assert_str_eq(rep.item[0].name, "Bad Name");
 	ck_assert_str_eq(rep.item[1].name, "");

@@ -8,7 +8,7 @@
 #include <string.h>
 
 static struct ps_tags t;
-static struct ps_tags_report rep;
+static struct ps_report rep;
 
 static void
 setup(void)
@@ -98,7 +98,7 @@ START_TEST(tags_parse_drops_values_with_braces_equals_or_controls)
 	ck_assert_str_eq(rep.item[1].name, "b");
 	ck_assert_str_eq(rep.item[2].name, "c");
 	ck_assert_str_eq(rep.item[3].name, "d");
-	ck_assert_uint_eq(rep.listed, PS_TAGS_REPORT_ITEMS);
+	ck_assert_uint_eq(rep.listed, PS_REPORT_ITEMS);
 }
 END_TEST
 
@@ -165,7 +165,7 @@ START_TEST(tags_parse_drops_overlong_names_and_values)
 	ck_assert_str_eq(t.tag[0].key, "b");
 	ck_assert_uint_eq(strlen(t.tag[0].value), PS_TAGS_VALUE_MAX);
 	ck_assert_int_eq(rep.item[0].why, PS_TAGS_DROP_BAD_NAME);
-	ck_assert_uint_eq(strlen(rep.item[0].name), PS_TAGS_REPORT_NAME - 1);
+	ck_assert_uint_eq(strlen(rep.item[0].name), PS_REPORT_NAME - 1);
 	ck_assert_int_eq(rep.item[1].why, PS_TAGS_DROP_TOO_LONG);
 }
 END_TEST

@@ -10,6 +10,7 @@ run() {
 }
 run sh test/lint.sh
 run make -s layers
+run make -s sigsafe
 run sh test/run-unit.sh "$@"
 run make -s sanitize
 run make -s fuzz-smoke

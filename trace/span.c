@@ -106,14 +106,14 @@ ps_span_start(struct ps_span *sp, const char *traceparent_env,
 	return ps_trace_random(sp->trace_id, sizeof(sp->trace_id));
 }
 
-PS_SIGSAFE void
+void
 ps_span_end(struct ps_span *sp, uint64_t now_ns, int exit_code)
 {
 	sp->end_ns = now_ns;
 	sp->exit_code = exit_code;
 }
 
-PS_SIGSAFE int
+int
 ps_span_child_traceparent(const struct ps_span *sp, char *buf, size_t len)
 {
 	struct ps_traceparent tp;
@@ -126,24 +126,26 @@ ps_span_child_traceparent(const struct ps_span *sp, char *buf, size_t len)
 	return ps_traceparent_format(&tp, buf, len);
 }
 
-PS_SIGSAFE int
-ps_span_trace_id_hex(const struct ps_span *sp, char *buf, size_t len)
+/* id[0..n) as hex into buf[0..len). */
+static int
+id_hex(const uint8_t *id, size_t n, char *buf, size_t len)
 {
-	if (!sp || !buf)
+	if (!buf)
 		return -EINVAL;
-	if (len < 2 * sizeof(sp->trace_id) + 1)
+	if (len < 2 * n + 1)
 		return -ENOSPC;
-	ps_hex_encode(sp->trace_id, sizeof(sp->trace_id), buf);
+	ps_hex_encode(id, n, buf);
 	return 0;
 }
 
-PS_SIGSAFE int
+int
+ps_span_trace_id_hex(const struct ps_span *sp, char *buf, size_t len)
+{
+	return sp ? id_hex(sp->trace_id, sizeof(sp->trace_id), buf, len) : -EINVAL;
+}
+
+int
 ps_span_span_id_hex(const struct ps_span *sp, char *buf, size_t len)
 {
-	if (!sp || !buf)
-		return -EINVAL;
-	if (len < 2 * sizeof(sp->span_id) + 1)
-		return -ENOSPC;
-	ps_hex_encode(sp->span_id, sizeof(sp->span_id), buf);
-	return 0;
+	return sp ? id_hex(sp->span_id, sizeof(sp->span_id), buf, len) : -EINVAL;
 }

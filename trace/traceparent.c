@@ -14,6 +14,7 @@
 #include <sys/random.h>
 
 #include "trace/traceparent.h"
+#include "common/text.h"
 
 #define TP_TRACE_OFF  3
 #define TP_PARENT_OFF 36
@@ -23,18 +24,14 @@ static const char hexdig[] = "0123456789abcdef";
 
 /* Value of a lowercase hex digit, or -1.  Uppercase is rejected on purpose:
  * the spec allows only lowercase. */
-PS_SIGSAFE static int
+static int
 hexval(char c)
 {
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	return -1;
+	return c >= 'A' && c <= 'F' ? -1 : ps_hexval(c);
 }
 
 /* Decode 2n lowercase hex digits at p into out[0..n). */
-PS_SIGSAFE static int
+static int
 unhex(const char *p, size_t n, uint8_t *out)
 {
 	for (size_t i = 0; i < n; i++) {
@@ -48,7 +45,7 @@ unhex(const char *p, size_t n, uint8_t *out)
 	return 0;
 }
 
-PS_SIGSAFE static int
+static int
 all_zero(const uint8_t *p, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
@@ -57,7 +54,7 @@ all_zero(const uint8_t *p, size_t n)
 	return 1;
 }
 
-PS_SIGSAFE void
+void
 ps_hex_encode(const uint8_t *in, size_t n, char *out)
 {
 	for (size_t i = 0; i < n; i++) {
@@ -67,7 +64,7 @@ ps_hex_encode(const uint8_t *in, size_t n, char *out)
 	out[2 * n] = '\0';
 }
 
-PS_SIGSAFE int
+int
 ps_traceparent_parse(const char *s, struct ps_traceparent *out)
 {
 	struct ps_traceparent tp;
@@ -94,7 +91,7 @@ ps_traceparent_parse(const char *s, struct ps_traceparent *out)
 	return 0;
 }
 
-PS_SIGSAFE int
+int
 ps_traceparent_format(const struct ps_traceparent *tp, char *buf, size_t len)
 {
 	if (!tp || !buf)
@@ -182,18 +179,12 @@ value_ok(const char *v, size_t n)
 	return 1;
 }
 
-static int
-is_ows(char c)
-{
-	return c == ' ' || c == '\t';
-}
-
 /* Whether the member starting at p (up to the next ',' or NUL) has the same
  * key as k[0..kn). */
 static int
 member_has_key(const char *p, const char *k, size_t kn)
 {
-	while (is_ows(*p))
+	while (ps_is_ows(*p))
 		p++;
 	return strncmp(p, k, kn) == 0 && p[kn] == '=';
 }
@@ -240,16 +231,14 @@ ps_tracestate_valid(const char *s)
 		return 0;
 	for (;;) {
 		const char *end = strchrnul(p, ',');
-		const char *b = p, *e = end;
+		const char *b = p;
+		size_t n = (size_t)(end - p);
 
-		while (b < e && is_ows(*b))
-			b++;
-		while (e > b && is_ows(e[-1]))
-			e--;
-		if (e > b) {
+		ps_trim(&b, &n, ps_is_ows);
+		if (n > 0) {
 			if (++members > PS_TRACESTATE_MAX_MEMBERS)
 				return 0;
-			if (!member_ok(s, b, (size_t)(e - b)))
+			if (!member_ok(s, b, n))
 				return 0;
 		}
 		if (*end == '\0')
@@ -261,7 +250,7 @@ ps_tracestate_valid(const char *s)
 /* ---- random ids ---------------------------------------------------- */
 
 /* One full draw of n bytes, looping over short reads and EINTR. */
-PS_SIGSAFE static int
+static int
 draw(uint8_t *buf, size_t n)
 {
 	size_t got = 0;
@@ -279,7 +268,7 @@ draw(uint8_t *buf, size_t n)
 	return 0;
 }
 
-PS_SIGSAFE int
+int
 ps_trace_random(uint8_t *buf, size_t n)
 {
 	int saved = errno;

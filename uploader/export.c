@@ -29,7 +29,7 @@ ps_export_setup(struct ps_export *x)
 	x->ready = 0;
 	x->dirfd = -1;
 	x->seq = -1;
-	x->passes = x->files_written = x->file_errors = 0;
+	x->passes = x->files_written = x->file_errors = x->fold_errors = 0;
 	memset(&x->fold, 0, sizeof(x->fold));
 	memset(&x->out, 0, sizeof(x->out));
 	x->out.cap = OUT_CAP;
@@ -69,17 +69,25 @@ file_name(const struct ps_export *x, int seq, const char *kind, char *name, size
 	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
 }
 
+/* The pprof file's kind: "cpu.pb.gz", "alloc.pb.gz". */
+static void
+pprof_kind(const struct ps_family *fam, char *kind, size_t len)
+{
+	snprintf(kind, len, "%s.pb.gz", fam->kind);
+}
+
 static int
 taken(const struct ps_export *x, int seq)
 {
-	static const char *const kinds[] = { "cpu.pb.gz", "alloc.pb.gz" };
-	char name[NAME_MAX + 1];
+	char name[NAME_MAX + 1], kind[32];
 	size_t i;
 
-	for (i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
-		if (file_name(x, seq, kinds[i], name, sizeof(name)) == 0 &&
+	for (i = 0; i < PS_NFAMILIES; i++) {
+		pprof_kind(ps_families[i], kind, sizeof(kind));
+		if (file_name(x, seq, kind, name, sizeof(name)) == 0 &&
 		    faccessat(x->dirfd, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
 			return 1;
+	}
 	return 0;
 }
 
@@ -125,11 +133,14 @@ write_file(struct ps_export *x, const char *kind, const struct ps_buf *b)
 		if (x->dirfd < 0) {
 			rc = x->dirfd;
 			refuse_dir(x, rc);
+			x->file_errors++;
 			return rc;
 		}
 	}
-	if (x->dirfd < 0)
+	if (x->dirfd < 0) {
+		x->file_errors++;       /* refused once, counted every time */
 		return -EBADF;
+	}
 	if (x->seq < 0)
 		choose_seq(x);
 	if (file_name(x, x->seq, kind, name, sizeof(name)))
@@ -145,51 +156,55 @@ write_file(struct ps_export *x, const char *kind, const struct ps_buf *b)
 }
 
 static int
-write_folded(struct ps_export *x, const char *kind, int v, int64_t div)
+write_folded(struct ps_export *x, const struct ps_series *s)
 {
+	char kind[64];
 	int rc;
 
 	ps_buf_reset(&x->out);
-	rc = ps_fold_folded(&x->fold, NULL, v, div, &x->out);
-	if (!rc)
-		rc = write_file(x, kind, &x->out);
-	return rc;
+	rc = ps_fold_folded(&x->fold, NULL, s->value, s->div, &x->out);
+	if (rc) {
+		x->file_errors++;
+		ps_warn("folding the %s profile: %s", s->type, strerror(-rc));
+		return rc;
+	}
+	snprintf(kind, sizeof(kind), "%s.folded", s->type);
+	return write_file(x, kind, &x->out);
 }
 
 static int
 write_pprof(struct ps_export *x, const struct ps_family *fam, struct ps_profile_meta *m)
 {
-	char name[32];
+	char kind[32];
 	int rc = ps_profile_encode(&x->fold, fam, NULL, m, &x->out);
 
 	if (rc) {
+		x->file_errors++;
 		ps_warn("encoding the %s profile: %s", fam->kind, strerror(-rc));
 		return rc;
 	}
-	snprintf(name, sizeof(name), "%s.pb.gz", fam->kind);
-	return write_file(x, name, &x->out);
+	pprof_kind(fam, kind, sizeof(kind));
+	return write_file(x, kind, &x->out);
 }
 
 static int
 write_local(struct ps_export *x, struct ps_profile_meta *m)
 {
+	const int on[PS_NFAMILIES] = { [PS_FAMILY_CPU] = x->cpu_on,
+				       [PS_FAMILY_ALLOC] = x->alloc_on };
+	const struct ps_family *fam;
 	int rc = 0;
 
 	m->time_nanos = (int64_t)x->start_ns;
 	m->duration_nanos = (int64_t)(ps_clock_ns(CLOCK_REALTIME) - x->start_ns);
-	if (x->cpu_on && ps_fold_total(&x->fold, NULL, PS_F_CPU_SAMPLES) > 0) {
-		m->period = 1000000000ll / x->cfg->sample_rate;
-		rc |= write_pprof(x, &ps_family_cpu, m);
-		rc |= write_folded(x, "cpu.folded", PS_F_CPU_NS, 1);
-	}
-	if (x->alloc_on && (ps_fold_total(&x->fold, NULL, PS_F_ALLOC_OBJS) > 0 ||
-			    ps_fold_total(&x->fold, NULL, PS_F_INUSE_OBJS) > 0)) {
-		m->period = (int64_t)x->cfg->alloc_sample_bytes;
-		rc |= write_pprof(x, &ps_family_alloc, m);
-		rc |= write_folded(x, "alloc_objects.folded", PS_F_ALLOC_OBJS, PS_FIXED_ONE);
-		rc |= write_folded(x, "alloc_space.folded", PS_F_ALLOC_BYTES, 1);
-		rc |= write_folded(x, "inuse_objects.folded", PS_F_INUSE_OBJS, PS_FIXED_ONE);
-		rc |= write_folded(x, "inuse_space.folded", PS_F_INUSE_BYTES, 1);
+	for (size_t i = 0; i < PS_NFAMILIES; i++) {
+		fam = ps_families[i];
+		if (!on[fam->id] || !ps_family_present(fam, &x->fold, NULL))
+			continue;
+		m->period = ps_family_period(fam, x->cfg->sample_rate, x->cfg->alloc_sample_bytes);
+		rc |= write_pprof(x, fam, m);
+		for (size_t k = 0; k < fam->nseries; k++)
+			rc |= write_folded(x, &fam->series[k]);
 	}
 	return rc ? -EIO : 0;
 }
@@ -209,13 +224,14 @@ comments(struct ps_export *x, char c[][200], int incomplete)
 			 x->span_hex);
 	snprintf(c[n++], 200, "dropped: %llu stacks (table full), %llu stacks (fold full), "
 		 "%llu live blocks (table full)",
-		 (unsigned long long)atomic_load(&x->st->dropped),
+		 (unsigned long long)atomic_load(&ps_stacktab_current()->dropped),
 		 (unsigned long long)x->fold.dropped,
 		 (unsigned long long)(x->lt ? atomic_load(&x->lt->dropped) : 0));
 	if (x->remote.on)
-		snprintf(c[n++], 200, "uploads: %llu sent, %llu failed, %llu dropped, %llu retries",
-			 (unsigned long long)u->sent, (unsigned long long)u->failed,
-			 (unsigned long long)u->dropped, (unsigned long long)u->retries);
+		snprintf(c[n++], 200, "uploads: %llu sent, %llu failed, %llu dropped, %llu retries, "
+			 "%llu deferred", (unsigned long long)u->sent, (unsigned long long)u->failed,
+			 (unsigned long long)u->dropped, (unsigned long long)u->retries,
+			 (unsigned long long)u->deferred);
 	ps_symbols_get_stats(x->fold.syms, &ss);
 	if (ss.dwarf_over_cap)
 		snprintf(c[n++], 200, "source lines: PYROSCOPE_DWARF_MEMORY (%llu bytes) reached; "
@@ -235,20 +251,23 @@ ps_export_run(struct ps_export *x, int final)
 	char c[6][200];
 	const char *cp[6];
 	struct ps_profile_meta m;
+	const struct ps_stacktab *st = ps_stacktab_current();
 	size_t nc, i;
 	int rc = 0, folded;
 
-	if (!x->st)
+	if (!st)
 		return 0;
 	/* Most children of a shell or of make never record anything: skip
 	 * the fold, which would touch megabytes of untouched table pages. */
-	if (!x->ready && ps_stacktab_empty(x->st) &&
+	if (!x->ready && ps_stacktab_empty(st) &&
 	    (!x->lt || atomic_load_explicit(&x->lt->live, memory_order_relaxed) == 0))
 		return 0;
 	if (!x->ready) {
-		rc = ps_fold_init(&x->fold, ps_stacktab_size(x->st), x->skip_lo, x->skip_hi);
-		if (rc)
+		rc = ps_fold_init(&x->fold, ps_stacktab_size(st), x->skip_lo, x->skip_hi);
+		if (rc) {
+			x->fold_errors++;       /* tried again at the next pass */
 			return rc;
+		}
 		/* Without memory for the DWARF reader, names stay function-level. */
 		if (ps_fold_configure(&x->fold, x->cfg->folded_lines, x->cfg->dwarf_memory,
 				      DWARF_PASS_NS))
@@ -256,7 +275,9 @@ ps_export_run(struct ps_export *x, int final)
 		x->ready = 1;
 	}
 	x->passes++;
-	folded = ps_fold_update(&x->fold, x->st, x->alloc_on ? x->lt : NULL);
+	folded = ps_fold_update(&x->fold, st, x->alloc_on ? x->lt : NULL);
+	if (folded)
+		x->fold_errors++;       /* the next pass folds what is missing */
 	nc = comments(x, c, folded != 0);
 	for (i = 0; i < nc; i++)
 		cp[i] = c[i];

@@ -7,6 +7,9 @@
  * that short helper processes -- every child of a shell or of make inherits
  * the shim -- do not litter the output directory.
  *
+ * The stack table is ps_stacktab_current(); no pass is made before it is
+ * published.
+ *
  * Context: uploader thread, or the exiting/exec'ing thread while it holds
  * the worker's lock; allocates (guard held).
  */
@@ -28,7 +31,6 @@
 
 struct ps_export {
 	const struct ps_config *cfg;   /* not owned */
-	struct ps_stacktab *st;        /* not owned */
 	struct ps_livetab *lt;         /* not owned; NULL without allocation profiling */
 	int cpu_on, alloc_on;
 	pid_t pid;
@@ -56,8 +58,9 @@ struct ps_export {
 	struct ps_fold fold;
 	struct ps_buf out;
 	struct ps_remote remote;       /* server state; remote.on = 0 without one */
-	/* Counters, shown in the debug log and in profile comments. */
-	uint64_t passes, files_written, file_errors;
+	/* Counters, shown in the debug log and in profile comments.
+	 * fold_errors: passes whose fold was incomplete (out of memory). */
+	uint64_t passes, files_written, file_errors, fold_errors;
 };
 
 /* Prepare (no allocation yet): reset the pass state and the start time.

@@ -416,6 +416,21 @@ entry_for(struct ps_fold *f, const uint32_t *ids, uint32_t depth, uint32_t *out)
 	return index_add(f, &x, h, *out, f->n);
 }
 
+/* Free what a half-made fold holds (ps_fold_init's failure path). */
+static void
+fold_release(struct ps_fold *f)
+{
+	uint32_t i;
+
+	ps_symbols_free(f->syms);
+	for (i = 0; i < f->nnames; i++)
+		free(f->names[i]);
+	free(f->names);
+	free(f->name_index);
+	free(f->slot_map);
+	memset(f, 0, sizeof(*f));
+}
+
 int
 ps_fold_init(struct ps_fold *f, uint32_t nslots, uintptr_t skip_lo, uintptr_t skip_hi)
 {
@@ -424,13 +439,10 @@ ps_fold_init(struct ps_fold *f, uint32_t nslots, uintptr_t skip_lo, uintptr_t sk
 	memset(f, 0, sizeof(*f));
 	f->nslots = nslots;
 	f->slot_map = calloc(nslots, sizeof(*f->slot_map));
-	if (!f->slot_map)
-		return -ENOMEM;
 	/* names[0] is "": a function without a file, a mapping without a
 	 * build ID. */
-	if (ps_symbols_new(&f->syms, skip_lo, skip_hi) || intern(f, "", &empty)) {
-		free(f->slot_map);
-		f->slot_map = NULL;
+	if (!f->slot_map || ps_symbols_new(&f->syms, skip_lo, skip_hi) || intern(f, "", &empty)) {
+		fold_release(f);
 		return -ENOMEM;
 	}
 	/* The executable's code first (its entry point is in it), so that it

@@ -9,6 +9,7 @@
  * the input is still found and the variable rejected as a whole.
  */
 #include "uploader/headers.h"
+#include "common/text.h"
 
 #include <errno.h>
 #include <string.h>
@@ -71,32 +72,6 @@ emit_utf8(struct parser *p, unsigned cp)
 	emit(p, b, n);
 }
 
-/* Length of the well-formed UTF-8 sequence at s, or 0 (overlong forms,
- * surrogates, beyond U+10FFFF, truncated).  s is NUL-terminated. */
-static size_t
-utf8_seq(const unsigned char *s)
-{
-	size_t len, i;
-	unsigned cp, min;
-
-	if (s[0] >= 0xc2 && s[0] <= 0xdf)
-		len = 2, cp = s[0] & 0x1f, min = 0x80;
-	else if (s[0] >= 0xe0 && s[0] <= 0xef)
-		len = 3, cp = s[0] & 0x0f, min = 0x800;
-	else if (s[0] >= 0xf0 && s[0] <= 0xf4)
-		len = 4, cp = s[0] & 0x07, min = 0x10000;
-	else
-		return 0;
-	for (i = 1; i < len; i++) {
-		if ((s[i] & 0xc0) != 0x80)      /* also stops at the NUL */
-			return 0;
-		cp = cp << 6 | (s[i] & 0x3f);
-	}
-	if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-		return 0;
-	return len;
-}
-
 /* Four hex digits after "\u"; -1 if malformed. */
 static long
 hex4(const unsigned char *s)
@@ -105,11 +80,8 @@ hex4(const unsigned char *s)
 	int i, d;
 
 	for (i = 0; i < 4; i++) {
-		if (s[i] >= '0' && s[i] <= '9')
-			d = s[i] - '0';
-		else if ((s[i] | 0x20) >= 'a' && (s[i] | 0x20) <= 'f')
-			d = (s[i] | 0x20) - 'a' + 10;
-		else
+		d = ps_hexval((char)s[i]);
+		if (d < 0)
 			return -1;
 		v = v << 4 | d;
 	}
@@ -175,7 +147,7 @@ string(struct parser *p)
 				return rc;
 			continue;
 		}
-		n = *p->s < 0x80 ? 1 : utf8_seq(p->s);
+		n = ps_utf8_seq((const char *)p->s, strnlen((const char *)p->s, 4));
 		if (!n)
 			return -EINVAL;
 		emit(p, p->s, n);
@@ -186,19 +158,12 @@ string(struct parser *p)
 }
 
 static int
-is_tchar(unsigned char c)
-{
-	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-	       (c >= '0' && c <= '9') || (c && strchr("!#$%&'*+-.^_`|~", c));
-}
-
-static int
 name_ok(const char *s, size_t n)
 {
 	size_t i;
 
 	for (i = 0; i < n; i++)
-		if (!is_tchar((unsigned char)s[i]))
+		if (!ps_is_tchar(s[i]))
 			return 0;
 	return n > 0;
 }
@@ -250,30 +215,9 @@ judge(const struct parser *p, size_t start, size_t nlen, size_t vlen)
 	return 0;
 }
 
-static void
-report(struct ps_headers_report *rep, int why, const char *name, size_t n)
-{
-	char *out;
-	size_t i;
-
-	if (!rep)
-		return;
-	rep->dropped++;
-	if (rep->listed >= PS_HEADERS_REPORT_ITEMS)
-		return;
-	rep->item[rep->listed].why = (enum ps_headers_drop)why;
-	out = rep->item[rep->listed].name;
-	if (n > PS_HEADERS_REPORT_NAME - 1)
-		n = PS_HEADERS_REPORT_NAME - 1;
-	for (i = 0; i < n; i++)
-		out[i] = name[i] >= 0x20 && name[i] < 0x7f ? name[i] : '?';
-	out[n] = '\0';
-	rep->listed++;
-}
-
 /* One `"name" : "value"` member, stored or dropped. */
 static int
-member(struct parser *p, struct ps_headers_report *rep)
+member(struct parser *p, struct ps_report *rep)
 {
 	size_t start = p->pos, nlen, vstart;
 	int rc, why;
@@ -295,7 +239,7 @@ member(struct parser *p, struct ps_headers_report *rep)
 	emit(p, "", 1);
 	why = judge(p, start, nlen, p->overflow ? 0 : p->pos - vstart - 1);
 	if (why) {
-		report(rep, why, p->h->text + start, nlen);
+		ps_report_drop(rep, why, p->h->text + start, nlen);
 		p->pos = start;
 		return 0;
 	}
@@ -305,7 +249,7 @@ member(struct parser *p, struct ps_headers_report *rep)
 
 /* The object: '{' [member (',' member)*] '}' then only whitespace. */
 static int
-object(struct parser *p, struct ps_headers_report *rep)
+object(struct parser *p, struct ps_report *rep)
 {
 	int rc;
 
@@ -334,7 +278,7 @@ object(struct parser *p, struct ps_headers_report *rep)
 
 int
 ps_headers_parse_json(const char *json, struct ps_headers *h,
-		      struct ps_headers_report *rep)
+		      struct ps_report *rep)
 {
 	struct parser p;
 	int rc;

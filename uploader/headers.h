@@ -30,6 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "common/ps.h"
+#include "common/text.h"
 
 #define PS_HEADERS_MAX   32     /* headers kept */
 #define PS_HEADERS_BYTES 8192   /* bytes of all "Name: value\0" lines */
@@ -51,20 +52,9 @@ enum ps_headers_drop {
 	PS_HEADERS_DROP_FULL,           /* PS_HEADERS_MAX or PS_HEADERS_BYTES */
 };
 
-#define PS_HEADERS_REPORT_ITEMS 4
-#define PS_HEADERS_REPORT_NAME  32
-
-/* What was dropped, for one warning.  Names only, never values: a header
- * value is often a credential. */
-struct ps_headers_report {
-	unsigned dropped;               /* members dropped in total */
-	unsigned listed;                /* entries used in item[] */
-	struct {
-		enum ps_headers_drop why;
-		/* the name, cut to fit, bytes outside printable ASCII as '?' */
-		char name[PS_HEADERS_REPORT_NAME];
-	} item[PS_HEADERS_REPORT_ITEMS];
-};
+/* What was dropped, for one warning: a struct ps_report (common/text.h),
+ * whose item[].why is an enum ps_headers_drop.  Names only, never values:
+ * a header value is often a credential. */
 
 /* Parse a PYROSCOPE_HTTP_HEADERS value into h, replacing its contents;
  * rep (may be NULL) is reset and then lists the members dropped under the
@@ -75,7 +65,7 @@ struct ps_headers_report {
  *           variable).
  * Context: any thread; does not allocate. */
 int ps_headers_parse_json(const char *json, struct ps_headers *h,
-			  struct ps_headers_report *rep) PS_WUR;
+			  struct ps_report *rep) PS_WUR;
 
 /* Line i ("Name: value"), or NULL if i >= h->n.  Points into h.
  * Context: any thread. */

@@ -7,6 +7,7 @@
  * it would send the profile, or the credentials, somewhere unexpected.
  */
 #include "uploader/ingest.h"
+#include "common/text.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -43,55 +44,15 @@ put(struct out *o, const char *s, size_t n)
 	return 0;
 }
 
-static int
-hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-/* Check every %-escape in s[0..n) is complete. */
-static int
-escapes_ok(const char *s, size_t n)
-{
-	size_t i;
-
-	for (i = 0; i < n; i++) {
-		if (s[i] != '%')
-			continue;
-		if (n - i < 3 || hexval(s[i + 1]) < 0 || hexval(s[i + 2]) < 0)
-			return 0;
-	}
-	return 1;
-}
-
-/* Percent-decode s[0..n) into o; control characters are refused. */
+/* Percent-decode s[0..n) onto o; control characters are refused. */
 static int
 decode(struct out *o, const char *s, size_t n)
 {
-	size_t i;
-	char c;
-	int rc;
+	long got = ps_pct_decode(s, n, o->p + o->pos, o->len - o->pos, 0);
 
-	if (!escapes_ok(s, n))
-		return -EINVAL;
-	for (i = 0; i < n; i++) {
-		c = s[i];
-		if (c == '%') {
-			c = (char)(hexval(s[i + 1]) << 4 | hexval(s[i + 2]));
-			i += 2;
-		}
-		if ((unsigned char)c < 0x20 || c == 0x7f)
-			return -EINVAL;
-		rc = put(o, &c, 1);
-		if (rc)
-			return rc;
-	}
+	if (got < 0)
+		return (int)got;
+	o->pos += (size_t)got;
 	return 0;
 }
 
@@ -127,7 +88,7 @@ hostport_ok(const char *s, size_t n)
 
 	if (n && s[0] == '[') {
 		for (h = 1; h < n && s[h] != ']'; h++)
-			if (hexval(s[h]) < 0 && s[h] != ':' && s[h] != '.')
+			if (ps_hexval(s[h]) < 0 && s[h] != ':' && s[h] != '.')
 				return 0;
 		if (h >= n || h == 1)
 			return 0;
@@ -198,7 +159,7 @@ split(const char *server, struct out *base, struct out *user, struct out *pass)
 	plen = strlen(path);
 	while (plen && path[plen - 1] == '/')
 		plen--;
-	if (!hostport_ok(auth, alen) || !escapes_ok(path, plen))
+	if (!hostport_ok(auth, alen) || !ps_pct_escapes_ok(path, plen))
 		return -EINVAL;
 	rc = put(base, slen == 7 ? "http://" : "https://", slen);
 	if (!rc)

@@ -23,6 +23,7 @@
 #include <pb_encode.h>
 
 #include "uploader/otlp.h"
+#include "common/text.h"
 #include "otlp.pb.h"
 
 /* ---- output stream into a ps_buf -------------------------------------- */
@@ -46,6 +47,15 @@ write_buf(pb_ostream_t *stream, const pb_byte_t *p, size_t n)
 }
 
 /* ---- leaf callbacks ---------------------------------------------------- */
+
+/* One submessage of a repeated or message field: its tag, then msg. */
+static bool
+put_sub(pb_ostream_t *stream, const pb_field_t *field, const pb_msgdesc_t *fields,
+	const void *msg)
+{
+	return pb_encode_tag_for_field(stream, field) &&
+	       pb_encode_submessage(stream, fields, msg);
+}
 
 struct bytes_arg {
 	const void *p;
@@ -114,8 +124,7 @@ enc_strv(pb_ostream_t *stream, const pb_field_t *field, void *const *arg)
 
 		v.which_value = ps_otlp_pb_AnyValue_string_value_tag;
 		set_str(&v.value.string_value, at->v[i]);
-		if (!pb_encode_tag_for_field(stream, field) ||
-		    !pb_encode_submessage(stream, ps_otlp_pb_AnyValue_fields, &v))
+		if (!put_sub(stream, field, ps_otlp_pb_AnyValue_fields, &v))
 			return false;
 	}
 	return true;
@@ -153,8 +162,7 @@ enc_attrs(pb_ostream_t *stream, const pb_field_t *field, void *const *arg)
 		set_str(&kv.key, l->a[i].key);
 		kv.has_value = true;
 		fill_value(&kv.value, &l->a[i]);
-		if (!pb_encode_tag_for_field(stream, field) ||
-		    !pb_encode_submessage(stream, ps_otlp_pb_KeyValue_fields, &kv))
+		if (!put_sub(stream, field, ps_otlp_pb_KeyValue_fields, &kv))
 			return false;
 	}
 	return true;
@@ -209,8 +217,7 @@ enc_spans(pb_ostream_t *stream, const pb_field_t *field, void *const *arg)
 	ps_otlp_pb_Span s = ps_otlp_pb_Span_init_zero;
 
 	fill_span(&s, *arg);
-	return pb_encode_tag_for_field(stream, field) &&
-	       pb_encode_submessage(stream, ps_otlp_pb_Span_fields, &s);
+	return put_sub(stream, field, ps_otlp_pb_Span_fields, &s);
 }
 
 /* ResourceSpans.scope_spans: one scope; arg: struct enc_ctx. */
@@ -225,8 +232,7 @@ enc_scope_spans(pb_ostream_t *stream, const pb_field_t *field,
 	set_str(&ss.scope.version, PS_VERSION);
 	ss.spans.funcs.encode = enc_spans;
 	ss.spans.arg = *arg;
-	return pb_encode_tag_for_field(stream, field) &&
-	       pb_encode_submessage(stream, ps_otlp_pb_ScopeSpans_fields, &ss);
+	return put_sub(stream, field, ps_otlp_pb_ScopeSpans_fields, &ss);
 }
 
 /* ExportTraceServiceRequest.resource_spans: one; arg: struct enc_ctx. */
@@ -242,9 +248,7 @@ enc_resource_spans(pb_ostream_t *stream, const pb_field_t *field,
 	rs.resource.attributes.arg = &c->res_attrs;
 	rs.scope_spans.funcs.encode = enc_scope_spans;
 	rs.scope_spans.arg = c;
-	return pb_encode_tag_for_field(stream, field) &&
-	       pb_encode_submessage(stream, ps_otlp_pb_ResourceSpans_fields,
-				    &rs);
+	return put_sub(stream, field, ps_otlp_pb_ResourceSpans_fields, &rs);
 }
 
 static struct attr
@@ -332,30 +336,13 @@ struct span_ref {
 	size_t n;
 };
 
-static int
-is_ows(char c)
-{
-	return c == ' ' || c == '\t';
-}
-
 static struct span_ref
 trim(const char *b, const char *e)
 {
-	while (b < e && is_ows(*b))
-		b++;
-	while (e > b && is_ows(e[-1]))
-		e--;
-	return (struct span_ref){ b, (size_t)(e - b) };
-}
+	size_t n = (size_t)(e - b);
 
-/* RFC 9110 tchar. */
-static int
-is_tchar(char c)
-{
-	if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-	    (c >= '0' && c <= '9'))
-		return 1;
-	return c && strchr("!#$%&'*+-.^_`|~", c) != NULL;
+	ps_trim(&b, &n, ps_is_ows);
+	return (struct span_ref){ b, n };
 }
 
 static int
@@ -364,48 +351,9 @@ token_ok(struct span_ref k)
 	if (k.n == 0)
 		return 0;
 	for (size_t i = 0; i < k.n; i++)
-		if (!is_tchar(k.p[i]))
+		if (!ps_is_tchar(k.p[i]))
 			return 0;
 	return 1;
-}
-
-static int
-xval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
-/* Percent-decode v into dst (room for v.n + 1 bytes) and NUL-terminate.
- * Returns 0, or -EINVAL on a malformed escape or a control character. */
-static int
-pct_decode(char *dst, struct span_ref v)
-{
-	size_t o = 0;
-
-	for (size_t i = 0; i < v.n; i++) {
-		unsigned char c = (unsigned char)v.p[i];
-
-		if (c == '%') {
-			int hi = i + 2 < v.n ? xval(v.p[i + 1]) : -1;
-			int lo = hi < 0 ? -1 : xval(v.p[i + 2]);
-
-			if (lo < 0)
-				return -EINVAL;
-			c = (unsigned char)(hi << 4 | lo);
-			i += 2;
-		}
-		if ((c < 0x20 && c != '\t') || c == 0x7f)
-			return -EINVAL;
-		dst[o++] = (char)c;
-	}
-	dst[o] = '\0';
-	return 0;
 }
 
 struct hdr_sink {
@@ -435,7 +383,7 @@ take_member(struct hdr_sink *k, struct span_ref m)
 	vd = kd + key.n + 1;
 	memcpy(kd, key.p, key.n);
 	kd[key.n] = '\0';
-	if (pct_decode(vd, val))
+	if (ps_pct_decode(val.p, val.n, vd, val.n + 1, 1) < 0)
 		return 1;
 	k->used += key.n + 1 + strlen(vd) + 1;
 	k->out[*k->n] = (struct ps_otlp_header){ kd, vd };

@@ -7,25 +7,6 @@
 
 #include "shim/stacktab.h"
 
-static const char *const cpu_types[] = { "samples", "cpu" };
-static const char *const cpu_units[] = { "count", "nanoseconds" };
-static const int cpu_vals[] = { PS_F_CPU_SAMPLES, PS_F_CPU_NS };
-static const int64_t cpu_div[] = { 1, 1 };
-static const char *const alloc_types[] = { "alloc_objects", "alloc_space", "inuse_objects",
-					   "inuse_space" };
-static const char *const alloc_units[] = { "count", "bytes", "count", "bytes" };
-static const int alloc_vals[] = { PS_F_ALLOC_OBJS, PS_F_ALLOC_BYTES, PS_F_INUSE_OBJS,
-				  PS_F_INUSE_BYTES };
-static const int64_t alloc_div[] = { PS_FIXED_ONE, 1, PS_FIXED_ONE, 1 };
-
-const struct ps_family ps_family_cpu = {
-	"cpu", cpu_types, cpu_units, cpu_vals, cpu_div, 2, "cpu", "nanoseconds", "cpu",
-};
-const struct ps_family ps_family_alloc = {
-	"alloc", alloc_types, alloc_units, alloc_vals, alloc_div, 4, "space", "bytes",
-	"inuse_space",
-};
-
 /* What one profile holds: only what its non-zero samples use, renumbered
  * (new[i] = new index + 1 of fold item i; 0 = unused). */
 struct pick {

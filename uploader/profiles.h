@@ -18,7 +18,23 @@
 #include "uploader/fold.h"
 #include "uploader/pprof.h"
 
+enum ps_family_id { PS_FAMILY_CPU, PS_FAMILY_ALLOC, PS_NFAMILIES };
+
+/* One folded-text series of a family: the local file app.pid.<type>.folded
+ * and, with PYROSCOPE_INGEST_FORMAT=folded, the /ingest request named
+ * app.<type>{tags}. */
+struct ps_series {
+	const char *type;                  /* "cpu", "alloc_space", ... */
+	int value;                         /* fold value index */
+	int64_t div;                       /* divisor (PS_FIXED_ONE for counts) */
+	const char *units, *aggregation;   /* /ingest query */
+	uint32_t sample_rate;              /* /ingest sampleRate, 0: none */
+};
+
+/* Everything that differs between the families, said once: export.c and
+ * remote.c loop over ps_families[] and hold no list of their own. */
 struct ps_family {
+	enum ps_family_id id;
 	const char *kind;                  /* "cpu" or "alloc": file names, logs */
 	const char *const *types, *const *units;
 	const int *fold_values;            /* fold value index per sample type */
@@ -26,9 +42,31 @@ struct ps_family {
 	size_t nvalues;
 	const char *period_type, *period_unit;
 	const char *default_type;
+	/* Not empty when one of these fold values totals more than 0. */
+	const int *present;
+	size_t npresent;
+	/* The pprof's /ingest query: units, and sampleRate = the CPU sample
+	 * rate when rate_query is set; the multipart sample-type config. */
+	const char *ingest_units;
+	int rate_query;
+	const char *type_config;
+	const struct ps_series *series;    /* folded text, one per sample type */
+	size_t nseries;
 };
 
 extern const struct ps_family ps_family_cpu, ps_family_alloc;
+/* Both, indexed by enum ps_family_id. */
+extern const struct ps_family *const ps_families[PS_NFAMILIES];
+
+/* 1 if family fam of fold f has data (vals as in ps_profile_encode).
+ * Context: any thread outside signal context; no allocation. */
+int ps_family_present(const struct ps_family *fam, const struct ps_fold *f,
+		      const int64_t (*vals)[PS_F_NVALUES]);
+
+/* The pprof period: one CPU sample's nanoseconds at sample_rate Hz, or
+ * the mean bytes between allocation samples. */
+int64_t ps_family_period(const struct ps_family *fam, unsigned sample_rate,
+			 uint64_t alloc_sample_bytes);
 
 /* What goes into one encoded profile besides the samples. */
 struct ps_profile_meta {

@@ -13,18 +13,10 @@
 
 #define BODY_CAP (32u << 20)
 
-/* What the server is told about the allocation sample types, as the Go SDK
- * does: in-use types are averaged over time, the others summed. */
-static const char alloc_type_config[] =
-	"{\"alloc_objects\":{\"units\":\"objects\"},"
-	"\"alloc_space\":{\"units\":\"bytes\"},"
-	"\"inuse_objects\":{\"units\":\"objects\",\"aggregation\":\"average\"},"
-	"\"inuse_space\":{\"units\":\"bytes\",\"aggregation\":\"average\"}}";
-
 static void
 tags_setup(struct ps_remote *r, const struct ps_config *c, const struct ps_span *sp, int *bad)
 {
-	struct ps_tags_report rep = { 0 };
+	struct ps_report rep = { 0 };
 	char hex[40];
 	unsigned i;
 
@@ -53,7 +45,7 @@ tags_setup(struct ps_remote *r, const struct ps_config *c, const struct ps_span 
 static void
 headers_setup(struct ps_remote *r, const struct ps_config *c, int *bad)
 {
-	struct ps_headers_report rep;
+	struct ps_report rep;
 	unsigned n = 0, i;
 	int rc;
 
@@ -202,6 +194,16 @@ static int64_t (*interval_values(struct ps_remote *r, const struct ps_fold *f))[
 	return d;
 }
 
+/* A request that could not be built: counted, and said at debug level
+ * (the profile's comments show the count). */
+static int
+dropped(struct ps_remote *r, const char *what, int rc)
+{
+	r->up.dropped++;
+	ps_debug("%s profile not queued: %s", what, strerror(-rc));
+	return rc;
+}
+
 static int
 queue_request(struct ps_remote *r, const struct ps_ingest_query *q, struct ps_buf *body,
 	      const char *ctype, const char *what)
@@ -212,7 +214,7 @@ queue_request(struct ps_remote *r, const struct ps_ingest_query *q, struct ps_bu
 	if (rc) {
 		ps_buf_free(&url);
 		ps_buf_free(body);
-		return rc;
+		return dropped(r, what, rc);
 	}
 	return ps_upload_enqueue(&r->up, (char *)url.data, ctype, body, what, 0);
 }
@@ -228,12 +230,12 @@ queue_pprof(struct ps_remote *r, const struct ps_fold *f, const struct ps_family
 
 	rc = ps_profile_encode(f, fam, d, m, &pb);
 	if (!rc)
-		rc = ps_ingest_multipart(pb.data, pb.len, fam == &ps_family_alloc ?
-					 alloc_type_config : NULL, &body, ctype, sizeof(ctype));
+		rc = ps_ingest_multipart(pb.data, pb.len, fam->type_config, &body, ctype,
+					 sizeof(ctype));
 	ps_buf_free(&pb);
 	if (rc) {
 		ps_buf_free(&body);
-		return rc;
+		return dropped(r, fam->kind, rc);
 	}
 	q->name = r->name;
 	return queue_request(r, q, &body, ctype, fam->kind);
@@ -241,83 +243,55 @@ queue_pprof(struct ps_remote *r, const struct ps_fold *f, const struct ps_family
 
 static int
 queue_folded(struct ps_remote *r, const struct ps_fold *f, const int64_t (*d)[PS_F_NVALUES],
-	     const char *type, int v, int64_t div, struct ps_ingest_query *q)
+	     const struct ps_series *s, uint64_t until_ns)
 {
+	struct ps_ingest_query q = { .from_ns = r->last_until_ns, .until_ns = until_ns,
+				     .spy_name = "pyroshim", .format = "folded",
+				     .sample_rate = s->sample_rate, .units = s->units,
+				     .aggregation = s->aggregation };
 	struct ps_buf body = PS_BUF_INIT(BODY_CAP);
 	char name[sizeof(r->name)];
-	int rc = ps_fold_folded(f, d, v, div, &body);
+	int rc = ps_fold_folded(f, d, s->value, s->div, &body);
 
 	if (rc || body.len == 0) {
 		ps_buf_free(&body);
-		return rc;
+		return rc ? dropped(r, s->type, rc) : 0;
 	}
-	rc = ps_tags_format_name(r->app, type, &r->tags, name, sizeof(name));
+	rc = ps_tags_format_name(r->app, s->type, &r->tags, name, sizeof(name));
 	if (rc) {
 		ps_buf_free(&body);
-		return rc;
+		return dropped(r, s->type, rc);
 	}
-	q->name = name;
-	q->format = "folded";
-	return queue_request(r, q, &body, "text/plain", type);
-}
-
-static int
-queue_family_folded(struct ps_remote *r, const struct ps_fold *f,
-		    const int64_t (*d)[PS_F_NVALUES], int cpu, uint64_t until_ns)
-{
-	struct ps_ingest_query q = { .from_ns = r->last_until_ns, .until_ns = until_ns,
-				     .spy_name = "pyroshim" };
-	int rc = 0;
-
-	if (cpu) {
-		q.sample_rate = 1000000000u;  /* values are nanoseconds */
-		q.units = "samples";
-		q.aggregation = "sum";
-		return queue_folded(r, f, d, "cpu", PS_F_CPU_NS, 1, &q);
-	}
-	q.units = "objects";
-	q.aggregation = "sum";
-	rc |= queue_folded(r, f, d, "alloc_objects", PS_F_ALLOC_OBJS, PS_FIXED_ONE, &q);
-	q.units = "bytes";
-	rc |= queue_folded(r, f, d, "alloc_space", PS_F_ALLOC_BYTES, 1, &q);
-	q.units = "objects";
-	q.aggregation = "average";
-	rc |= queue_folded(r, f, d, "inuse_objects", PS_F_INUSE_OBJS, PS_FIXED_ONE, &q);
-	q.units = "bytes";
-	rc |= queue_folded(r, f, d, "inuse_space", PS_F_INUSE_BYTES, 1, &q);
-	return rc ? -EIO : 0;
+	q.name = name;
+	return queue_request(r, &q, &body, "text/plain", s->type);
 }
 
 static int
 queue_family(struct ps_remote *r, const struct ps_fold *f, const int64_t (*d)[PS_F_NVALUES],
-	     const struct ps_profile_meta *m, int cpu, uint64_t until_ns)
+	     const struct ps_profile_meta *m, const struct ps_family *fam, uint64_t until_ns)
 {
 	struct ps_ingest_query q = { .from_ns = r->last_until_ns, .until_ns = until_ns,
-				     .spy_name = "pyroshim" };
+				     .spy_name = "pyroshim", .units = fam->ingest_units,
+				     .aggregation = "sum" };
+	int rc = 0;
 
-	if (cpu) {
-		if (ps_fold_total(f, d, PS_F_CPU_SAMPLES) <= 0)
-			return 0;
-	} else if (ps_fold_total(f, d, PS_F_ALLOC_OBJS) <= 0 &&
-		   ps_fold_total(f, d, PS_F_INUSE_OBJS) <= 0) {
+	if (!ps_family_present(fam, f, d))
 		return 0;
+	if (r->folded) {
+		for (size_t k = 0; k < fam->nseries; k++)
+			rc |= queue_folded(r, f, d, &fam->series[k], until_ns);
+		return rc ? -EIO : 0;
 	}
-	if (r->folded)
-		return queue_family_folded(r, f, d, cpu, until_ns);
-	if (cpu) {
+	if (fam->rate_query)
 		q.sample_rate = r->sample_rate;
-		q.units = "samples";
-	} else {
-		q.units = "bytes";
-	}
-	q.aggregation = "sum";
-	return queue_pprof(r, f, cpu ? &ps_family_cpu : &ps_family_alloc, d, m, &q);
+	return queue_pprof(r, f, fam, d, m, &q);
 }
 
 void
 ps_remote_queue(struct ps_remote *r, const struct ps_fold *f, int cpu_on, int alloc_on,
 		const struct ps_profile_meta *meta, uint64_t now_ns)
 {
+	const int on[PS_NFAMILIES] = { [PS_FAMILY_CPU] = cpu_on, [PS_FAMILY_ALLOC] = alloc_on };
 	int64_t (*d)[PS_F_NVALUES];
 	struct ps_profile_meta m = *meta;
 	uint32_t i;
@@ -327,18 +301,21 @@ ps_remote_queue(struct ps_remote *r, const struct ps_fold *f, int cpu_on, int al
 		return;
 	d = interval_values(r, f);
 	if (!d) {
-		ps_warn("upload skipped this interval: out of memory");
+		/* Nothing is lost: the next interval starts where this one
+		 * did, so its deltas cover both. */
+		r->up.deferred++;
+		ps_warn("this interval's uploads go with the next one: out of memory");
 		return;
 	}
 	m.time_nanos = (int64_t)r->last_until_ns;
 	m.duration_nanos = (int64_t)(now_ns - r->last_until_ns);
-	if (cpu_on) {
-		m.period = 1000000000ll / r->sample_rate;
-		rc |= queue_family(r, f, (const int64_t(*)[PS_F_NVALUES])d, &m, 1, now_ns);
-	}
-	if (alloc_on) {
-		m.period = (int64_t)r->alloc_mean;
-		rc |= queue_family(r, f, (const int64_t(*)[PS_F_NVALUES])d, &m, 0, now_ns);
+	for (i = 0; i < PS_NFAMILIES; i++) {
+		const struct ps_family *fam = ps_families[i];
+
+		if (!on[fam->id])
+			continue;
+		m.period = ps_family_period(fam, r->sample_rate, r->alloc_mean);
+		rc |= queue_family(r, f, (const int64_t(*)[PS_F_NVALUES])d, &m, fam, now_ns);
 	}
 	free(d);
 	if (rc)
@@ -365,6 +342,7 @@ ps_remote_queue_span(struct ps_remote *r, const struct ps_span *sp,
 		ps_warn("the run's span could not be encoded: %s", strerror(rc ? -rc : ENOMEM));
 		free(url);
 		ps_buf_free(&body);
+		r->up.dropped++;
 		return;
 	}
 	(void)ps_upload_enqueue(&r->up, url, "application/x-protobuf", &body, "span", 1);

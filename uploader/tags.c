@@ -7,6 +7,7 @@
  * caller can warn once instead of once per tag.  See tags.h.
  */
 #include "uploader/tags.h"
+#include "common/text.h"
 
 #include <errno.h>
 #include <string.h>
@@ -21,29 +22,12 @@ static const char *const drop_words[] = {
 	[PS_TAGS_DROP_FULL] = "too many tags",
 };
 
-static int
-is_space(char c)
-{
-	return c == ' ' || c == '\t' || c == '\n' || c == '\r' ||
-	       c == '\v' || c == '\f';
-}
 
 static int
 is_alnum(char c)
 {
 	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
 	       (c >= '0' && c <= '9');
-}
-
-static void
-trim(const char **s, size_t *n)
-{
-	while (*n && is_space(**s)) {
-		(*s)++;
-		(*n)--;
-	}
-	while (*n && is_space((*s)[*n - 1]))
-		(*n)--;
 }
 
 /* 0 if the name is acceptable, else the reason to drop it. */
@@ -62,37 +46,6 @@ check_name(const char *k, size_t n)
 	return 0;
 }
 
-/* Length of the well-formed UTF-8 sequence at s (at most n bytes), or 0:
- * no overlong forms, no surrogates, nothing above U+10FFFF. */
-static size_t
-utf8_seq(const unsigned char *s, size_t n)
-{
-	size_t len, i;
-	unsigned cp, min;
-
-	if (s[0] < 0x80)
-		return 1;
-	if (s[0] >= 0xc2 && s[0] <= 0xdf) {
-		len = 2, cp = s[0] & 0x1f, min = 0x80;
-	} else if (s[0] >= 0xe0 && s[0] <= 0xef) {
-		len = 3, cp = s[0] & 0x0f, min = 0x800;
-	} else if (s[0] >= 0xf0 && s[0] <= 0xf4) {
-		len = 4, cp = s[0] & 0x07, min = 0x10000;
-	} else {
-		return 0;
-	}
-	if (n < len)
-		return 0;
-	for (i = 1; i < len; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		cp = cp << 6 | (s[i] & 0x3f);
-	}
-	if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-		return 0;
-	return len;
-}
-
 /* 0 if the value is acceptable, else the reason to drop it. */
 static int
 check_value(const char *v, size_t n)
@@ -100,14 +53,14 @@ check_value(const char *v, size_t n)
 	const unsigned char *s = (const unsigned char *)v;
 	size_t i, step;
 
-	if (n == 0 || is_space(v[0]) || is_space(v[n - 1]))
+	if (n == 0 || ps_is_space(v[0]) || ps_is_space(v[n - 1]))
 		return PS_TAGS_DROP_BAD_VALUE;
 	if (n > PS_TAGS_VALUE_MAX)
 		return PS_TAGS_DROP_TOO_LONG;
 	for (i = 0; i < n; i += step) {
 		if (s[i] < 0x20 || s[i] == 0x7f || strchr(",{}=", s[i]))
 			return PS_TAGS_DROP_BAD_VALUE;
-		step = utf8_seq(s + i, n - i);
+		step = ps_utf8_seq(v + i, n - i);
 		if (!step)
 			return PS_TAGS_DROP_BAD_VALUE;
 	}
@@ -149,59 +102,38 @@ put(struct ps_tags *t, const char *k, size_t kn, const char *v, size_t vn)
 	return 0;
 }
 
-static void
-report(struct ps_tags_report *rep, int why, const char *name, size_t n)
-{
-	char *out;
-	size_t i;
-
-	if (!rep)
-		return;
-	rep->dropped++;
-	if (rep->listed >= PS_TAGS_REPORT_ITEMS)
-		return;
-	rep->item[rep->listed].why = (enum ps_tags_drop)why;
-	out = rep->item[rep->listed].name;
-	if (n > PS_TAGS_REPORT_NAME - 1)
-		n = PS_TAGS_REPORT_NAME - 1;
-	for (i = 0; i < n; i++)
-		out[i] = name[i] >= 0x20 && name[i] < 0x7f ? name[i] : '?';
-	out[n] = '\0';
-	rep->listed++;
-}
-
 /* One member of a list, s[0..n).  Returns 1 if a tag was stored. */
 static int
 parse_member(struct ps_tags *t, const char *s, size_t n,
-	     struct ps_tags_report *rep)
+	     struct ps_report *rep)
 {
 	const char *eq, *v;
 	size_t kn, vn;
 	int why;
 
-	trim(&s, &n);
+	ps_trim(&s, &n, ps_is_space);
 	if (n == 0)
 		return 0;
 	eq = memchr(s, '=', n);
 	if (!eq) {
-		report(rep, PS_TAGS_DROP_SYNTAX, s, n);
+		ps_report_drop(rep, PS_TAGS_DROP_SYNTAX, s, n);
 		return 0;
 	}
 	kn = (size_t)(eq - s);
 	v = eq + 1;
 	vn = n - kn - 1;
-	trim(&s, &kn);
-	trim(&v, &vn);
+	ps_trim(&s, &kn, ps_is_space);
+	ps_trim(&v, &vn, ps_is_space);
 	why = put(t, s, kn, v, vn);
 	if (why) {
-		report(rep, why, s, kn);
+		ps_report_drop(rep, why, s, kn);
 		return 0;
 	}
 	return 1;
 }
 
 int
-ps_tags_parse(struct ps_tags *t, const char *spec, struct ps_tags_report *rep)
+ps_tags_parse(struct ps_tags *t, const char *spec, struct ps_report *rep)
 {
 	const char *end;
 	int kept = 0;
@@ -279,7 +211,7 @@ ps_app_name_sanitize(const char *in, char *out, size_t len)
 	n = in ? strlen(in) : 0;
 	changed = !in;
 	i = n;
-	trim(&in, &n);
+	ps_trim(&in, &n, ps_is_space);
 	changed |= n != i;      /* whitespace trimmed */
 	for (i = 0; i < n && o < len - 1; i++) {
 		unsigned char c = (unsigned char)in[i];

@@ -28,6 +28,7 @@
 
 #include <stddef.h>
 #include "common/ps.h"
+#include "common/text.h"
 
 #define PS_TAGS_MAX       30    /* tags per set */
 #define PS_TAGS_KEY_MAX   128   /* bytes of a name, without the NUL */
@@ -57,35 +58,23 @@ enum ps_tags_drop {
 	PS_TAGS_DROP_FULL,              /* PS_TAGS_MAX tags already */
 };
 
-#define PS_TAGS_REPORT_ITEMS 4
-#define PS_TAGS_REPORT_NAME  32
-
-/* What ps_tags_parse() dropped, so that the caller can print one warning.
- * Only the name is recorded, never the value: a value may be sensitive and
- * may hold anything.  A zeroed struct is an empty report. */
-struct ps_tags_report {
-	unsigned dropped;               /* members dropped in total */
-	unsigned listed;                /* entries used in item[] */
-	struct {
-		enum ps_tags_drop why;
-		/* the member's name (or its start if it had no '='), cut to
-		 * fit, every byte outside printable ASCII replaced by '?' */
-		char name[PS_TAGS_REPORT_NAME];
-	} item[PS_TAGS_REPORT_ITEMS];
-};
+/* What ps_tags_parse() dropped, so that the caller can print one warning:
+ * a struct ps_report (common/text.h), whose item[].why is an enum
+ * ps_tags_drop and item[].name the member's name (or its start if it had
+ * no '=').  A zeroed struct is an empty report. */
 
 /* Parse a `k=v,k2=v2` list (PYROSCOPE_TAGS / PYROSCOPE_LABELS syntax) and
  * append its valid members to t, in order, under the rules above.  Empty
  * members (",,", a trailing ',') and blank specs are ignored silently;
  * every other member that is not kept is counted in rep (if rep is not
- * NULL) and, for the first PS_TAGS_REPORT_ITEMS, listed.  Neither t nor rep
+ * NULL) and, for the first PS_REPORT_ITEMS, listed.  Neither t nor rep
  * is reset: parsing two lists into the same set keeps the first list's
  * tags on a name clash.
  * Returns the number of tags appended (0 for a NULL or blank spec), or
  *  -EINVAL if t is NULL.
  * Context: any thread; does not allocate. */
 int ps_tags_parse(struct ps_tags *t, const char *spec,
-		  struct ps_tags_report *rep) PS_WUR;
+		  struct ps_report *rep) PS_WUR;
 
 /* Append one tag unless a tag with that name is present already (it is
  * never overwritten).  key and value are used as given, not trimmed.

@@ -11,6 +11,12 @@
 
 #include "common/log.h"
 
+static uint64_t
+clock_now(const struct ps_upload *u)
+{
+	return u->now ? u->now() : ps_clock_ns(CLOCK_MONOTONIC);
+}
+
 static void
 item_free(struct ps_upload_item *it)
 {
@@ -62,7 +68,7 @@ ps_upload_enqueue(struct ps_upload *u, char *url, const char *content_type,
 	memset(body, 0, sizeof(*body));
 	it->what = what;
 	it->otlp = otlp;
-	it->due_ns = ps_clock_ns(CLOCK_MONOTONIC);
+	it->due_ns = clock_now(u);
 	u->q[u->n++] = it;
 	u->bytes += it->body.len;
 	return 0;
@@ -138,6 +144,8 @@ attempt(struct ps_upload *u, struct ps_upload_item *it, long timeout_ms, struct 
 		.total_timeout_ms = timeout_ms,
 	};
 
+	if (u->post)
+		return u->post(&rq, rs);
 	if (!curl_ready(u))
 		return -ENOSYS;
 	return ps_http_post(&rq, rs);
@@ -172,7 +180,7 @@ settle(struct ps_upload *u, struct ps_upload_item *it, int rc, const struct ps_h
 		return 1;
 	}
 	u->retries++;
-	it->due_ns = ps_clock_ns(CLOCK_MONOTONIC) + backoff_ns(u, it->attempts - 1, rc ? -1 : rs.retry_after_s);
+	it->due_ns = clock_now(u) + backoff_ns(u, it->attempts - 1, rc ? -1 : rs.retry_after_s);
 	ps_debug("%s upload will be retried (%s)", it->what, rc ? strerror(-rc) : rs.message);
 	return 0;
 }
@@ -225,7 +233,8 @@ send_unlocked(struct ps_upload *u, unsigned i, long timeout_ms, pthread_mutex_t 
 	struct ps_upload_item *it;
 	int rc;
 
-	(void)curl_ready(u);  /* u->curl is only read from here on */
+	if (!u->post)
+		(void)curl_ready(u);  /* u->curl is only read from here on */
 	it = take_at(u, i);
 	pthread_mutex_unlock(lock);
 	rc = attempt(u, it, timeout_ms, &rs);
@@ -249,7 +258,7 @@ ps_upload_send(struct ps_upload *u, uint64_t now_ns, long timeout_ms, int final,
 			continue;
 		}
 		if (final) {
-			now_ns = ps_clock_ns(CLOCK_MONOTONIC);
+			now_ns = clock_now(u);
 			if (now_ns >= deadline_ns) {
 				u->failed += u->n - i;
 				ps_debug("flush timeout: %u requests not sent", u->n - i);
@@ -277,5 +286,5 @@ ps_upload_abandon(struct ps_upload *u)
 {
 	u->n = 0;
 	u->bytes = 0;
-	u->sent = u->failed = u->dropped = u->retries = 0;
+	u->sent = u->failed = u->dropped = u->retries = u->deferred = 0;
 }

@@ -59,12 +59,20 @@ struct ps_upload {
 	int insecure;
 	int curl;                  /* 0 not tried, 1 loaded, -1 unavailable */
 	uint64_t rng;              /* jitter */
-	/* Counters: shown in the debug log and in the next profile. */
-	uint64_t sent, failed, dropped, retries;
+	/* Seams (tests, the failing-allocator test): NULL means libcurl's
+	 * ps_http_post and CLOCK_MONOTONIC. */
+	int (*post)(const struct ps_http_request *rq, struct ps_http_response *rs);
+	uint64_t (*now)(void);
+	/* Counters: shown in the debug log and in the next profile.
+	 * dropped: requests never sent (queue full, or not built for lack
+	 * of memory); deferred: intervals whose requests could not be built
+	 * and are sent with the next interval's, which then covers both. */
+	uint64_t sent, failed, dropped, retries, deferred;
 };
 
 /* Queue a request.  Takes ownership of url and body (freed on failure
- * too).  Returns 0 or -ENOMEM.  A full queue drops its oldest entry. */
+ * too, and counted in dropped).  Returns 0 or -ENOMEM.  A full queue
+ * drops its oldest entry. */
 int ps_upload_enqueue(struct ps_upload *u, char *url, const char *content_type,
 		      struct ps_buf *body, const char *what, int otlp);
 

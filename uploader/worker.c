@@ -14,7 +14,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -24,6 +23,7 @@
 
 #include "common/guard.h"
 #include "common/log.h"
+#include "common/shmem.h"
 #include "shim/alloc.h"
 #include "shim/stacktab.h"
 #include "uploader/symbols.h"
@@ -67,7 +67,7 @@ static int running;                /* a worker thread exists */
  * exec (a shell's) never pays for one.  Set by ps_worker_child. */
 static _Atomic int due;
 
-static struct timespec
+PS_SIGSAFE static struct timespec
 to_ts(uint64_t ns)
 {
 	struct timespec ts = { (time_t)(ns / 1000000000ull), (long)(ns % 1000000000ull) };
@@ -81,16 +81,15 @@ min_u64(uint64_t a, uint64_t b)
 	return a < b ? a : b;
 }
 
-static int
+PS_SIGSAFE static int
 ctl_new(void)
 {
-	struct ctl *m = mmap(NULL, sizeof(*m), PROT_READ | PROT_WRITE,
-			     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	struct ctl *m = ps_shmem_new(sizeof(*m));
 
-	if (m == MAP_FAILED)
+	if (!m)
 		return -ENOMEM;
 	if (sem_init(&m->wake, 1, 0) || sem_init(&m->done, 1, 0)) {
-		(void)munmap(m, sizeof(*m));
+		ps_shmem_free(m, sizeof(*m));
 		return -errno;
 	}
 	atomic_store(&m->host_threads, 1);
@@ -394,7 +393,7 @@ middle(void *arg)
 	return 0;
 }
 
-static int
+PS_SIGSAFE static int
 spawn_helper(void)
 {
 	static char stack[32768] __attribute__((aligned(16)));
@@ -460,23 +459,30 @@ spawn_thread(void)
 	return 0;
 }
 
-/* quiet: from _exit, perhaps in a signal handler: no log line, and no
- * thread (neither is async-signal-safe). */
-static int
-start(int quiet)
+/* The helper process alone: what _exit may do, perhaps in a signal
+ * handler (no log line, no thread: neither is async-signal-safe). */
+PS_SIGSAFE static int
+start_helper(void)
 {
 	int rc;
 
 	host = getpid();
 	rc = spawn_helper();
-	if (rc == 0) {
+	if (rc == 0)
 		helper = 1;
-		if (!quiet)
-			ps_info("uploader: helper process started");
+	return rc;
+}
+
+/* The helper, or a thread where none can be made. */
+static int
+start(void)
+{
+	int rc = start_helper();
+
+	if (rc == 0) {
+		ps_info("uploader: helper process started");
 		return 0;
 	}
-	if (quiet)
-		return rc;
 	ps_info("uploader: no helper process (%s); a thread instead: a death by signal "
 		"loses the last interval", rc == -EPERM ? "the program is a child subreaper or pid 1" :
 		strerror(-rc));
@@ -495,7 +501,7 @@ ps_worker_start(struct ps_export *e, uint64_t interval_ns, uint64_t flush_timeou
 	rc = ctl_new();
 	if (rc)
 		return rc;
-	return start(0);
+	return start();
 }
 
 void
@@ -507,23 +513,21 @@ ps_worker_poke(void)
 		return;
 	if (!atomic_compare_exchange_strong(&due, &expected, 0))
 		return;
-	if (ctl_new() == 0 && start(0) == 0)
+	if (ctl_new() == 0 && start() == 0)
 		return;
 	ps_debug("uploader not started in the fork child");
 }
 
-/* A fork child that never poked ends (or execs): its uploader is started
- * now if it recorded anything.  Async-signal-safe with `quiet`. */
-PS_SIGSAFE static void
-start_at_end(int quiet)
+/* 1 if a fork child that never poked ends (or execs) with something
+ * recorded: its uploader is to be started now (once). */
+PS_SIGSAFE static int
+due_at_end(void)
 {
 	int expected = 1;
 
-	if (PS_LIKELY(!atomic_load_explicit(&due, memory_order_relaxed)) ||
-	    ps_stacktab_empty(x->st) || !atomic_compare_exchange_strong(&due, &expected, 0))
-		return;
-	if (ctl_new() == 0 && start(quiet) != 0)
-		c = NULL;
+	return atomic_load_explicit(&due, memory_order_relaxed) &&
+	       !ps_stacktab_empty(ps_stacktab_current()) &&
+	       atomic_compare_exchange_strong(&due, &expected, 0);
 }
 
 int
@@ -546,7 +550,7 @@ request(int req, uint64_t timeout_ns)
 	atomic_store(&c->deadline, deadline);
 	atomic_store(&c->req, req);
 	sem_post(&c->wake);
-	if (helper && req == REQ_FINAL && !x->span && ps_stacktab_empty(x->st))
+	if (helper && req == REQ_FINAL && !x->span && ps_stacktab_empty(ps_stacktab_current()))
 		return;
 	/* A helper that is gone (killed, or ended after an exec it could not
 	 * follow) never answers: do not wait for it. */
@@ -563,7 +567,9 @@ ps_worker_flush(uint64_t timeout_ns, int final)
 	uint64_t deadline = ps_clock_ns(CLOCK_MONOTONIC) + timeout_ns;
 	struct timespec ts = to_ts(deadline);
 
-	start_at_end(0);  /* a fork child that has not started one yet */
+	/* A fork child that has not started one yet. */
+	if (due_at_end() && (ctl_new() || start()))
+		c = NULL;
 	if (!c)
 		return;
 	if (helper) {
@@ -595,7 +601,8 @@ ps_worker_exec_failed(void)
 PS_SIGSAFE void
 ps_worker_exit(uint64_t timeout_ns)
 {
-	start_at_end(1);
+	if (due_at_end() && (ctl_new() || start_helper()))
+		c = NULL;
 	if (!c || (!helper && !running))
 		return;
 	request(REQ_FINAL, timeout_ns);
@@ -654,6 +661,6 @@ ps_worker_child(void)
 	helper = running = 0;
 	pthread_mutex_init(&lock, NULL);
 	if (parent)
-		(void)munmap(parent, sizeof(*parent));
+		ps_shmem_free(parent, sizeof(*parent));
 	atomic_store(&due, 1);
 }

@@ -93,7 +93,7 @@ static void
 round_trip(const struct ps_headers *h, const size_t *nlen)
 {
 	static struct ps_headers back;
-	struct ps_headers_report rep;
+	struct ps_report rep;
 	char *js = to_json(h, nlen);
 
 	FUZZ_ASSERT(ps_headers_parse_json(js, &back, &rep) == (int)h->n);
@@ -107,7 +107,7 @@ int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static struct ps_headers h;
-	struct ps_headers_report rep;
+	struct ps_report rep;
 	const char *v[PS_HEADERS_MAX];
 	size_t nlen[PS_HEADERS_MAX];
 	char *s = fuzz_strdup(data, size);
@@ -123,10 +123,10 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		return 0;
 	}
 	FUZZ_ASSERT(rc >= 0 && rc <= PS_HEADERS_MAX && (unsigned)rc == h.n);
-	FUZZ_ASSERT(rep.listed <= PS_HEADERS_REPORT_ITEMS && rep.listed <= rep.dropped);
+	FUZZ_ASSERT(rep.listed <= PS_REPORT_ITEMS && rep.listed <= rep.dropped);
 	for (unsigned i = 0; i < rep.listed; i++)
-		FUZZ_ASSERT(strnlen(rep.item[i].name, PS_HEADERS_REPORT_NAME) <
-			    PS_HEADERS_REPORT_NAME);
+		FUZZ_ASSERT(strnlen(rep.item[i].name, PS_REPORT_NAME) <
+			    PS_REPORT_NAME);
 	for (unsigned i = 0; i < h.n; i++)
 		nlen[i] = check_line(&h, i);
 	FUZZ_ASSERT(ps_headers_line(&h, h.n) == NULL);

@@ -8,7 +8,7 @@
  *   - every kept tag obeys the rules (name [A-Za-z0-9_.]+ not "__...",
  *     value 1..PS_TAGS_VALUE_MAX bytes of valid UTF-8 without `,{}=`,
  *     control characters or surrounding spaces), names are unique;
- *   - the report lists at most PS_TAGS_REPORT_ITEMS printable names;
+ *   - the report lists at most PS_REPORT_ITEMS printable names;
  *   - parse -> format -> parse gives the same set (the round trip the
  *     server relies on: `name` has no escaping);
  *   - parsing the same list again adds nothing and changes nothing;
@@ -51,7 +51,7 @@ check_tag(const struct ps_tag *g)
 }
 
 static void
-check_set(const struct ps_tags *t, const struct ps_tags_report *rep)
+check_set(const struct ps_tags *t, const struct ps_report *rep)
 {
 	FUZZ_ASSERT(t->n <= PS_TAGS_MAX);
 	for (unsigned i = 0; i < t->n; i++) {
@@ -60,12 +60,12 @@ check_set(const struct ps_tags *t, const struct ps_tags_report *rep)
 			FUZZ_ASSERT(strcmp(t->tag[i].key, t->tag[j].key) != 0);
 		FUZZ_ASSERT(ps_tags_get(t, t->tag[i].key) == t->tag[i].value);
 	}
-	FUZZ_ASSERT(rep->listed <= PS_TAGS_REPORT_ITEMS && rep->listed <= rep->dropped);
+	FUZZ_ASSERT(rep->listed <= PS_REPORT_ITEMS && rep->listed <= rep->dropped);
 	for (unsigned i = 0; i < rep->listed; i++) {
 		const char *nm = rep->item[i].name;
-		size_t n = strnlen(nm, PS_TAGS_REPORT_NAME);
+		size_t n = strnlen(nm, PS_REPORT_NAME);
 
-		FUZZ_ASSERT(n < PS_TAGS_REPORT_NAME);
+		FUZZ_ASSERT(n < PS_REPORT_NAME);
 		for (size_t k = 0; k < n; k++)
 			FUZZ_ASSERT(nm[k] >= 0x20 && nm[k] < 0x7f);
 		FUZZ_ASSERT(rep->item[i].why >= PS_TAGS_DROP_SYNTAX &&
@@ -92,7 +92,7 @@ round_trip(const struct ps_tags *t, unsigned short_by)
 {
 	static char buf[PS_TAGS_MAX * (PS_TAGS_KEY_MAX + PS_TAGS_VALUE_MAX + 2) + 64];
 	static struct ps_tags back;
-	struct ps_tags_report rep = { 0 };
+	struct ps_report rep = { 0 };
 	size_t n, cut;
 
 	FUZZ_ASSERT(ps_tags_format_name("my-app/x", "cpu", t, buf, sizeof(buf)) == 0);
@@ -183,7 +183,7 @@ int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static struct ps_tags t, again;
-	struct ps_tags_report rep = { 0 };
+	struct ps_report rep = { 0 };
 	char *f[4];
 	int rc;
 

@@ -414,6 +414,20 @@ class Pyrorun(ShimTest):
             self.assertEqual(out[1], "pyroshim=root", bad)
             self.assertIn("is not valid; starting a new trace", r.err.decode())
 
+    def test_trace_accepts_exactly_what_the_library_accepts(self):
+        # pyrorun asks the library's own parser (pyroshim-traceparent): the
+        # W3C suite's invalid values start a new trace, a valid value of a
+        # later version is joined, and every answer matches the parser's.
+        from test_trace import INVALID
+        later = "cc-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01-what-the-future-holds"
+        for tp in INVALID + [later]:
+            r = self.pr(["--trace", "-o", self.out, "--", "sh", "-c", SHOW_TRACE],
+                        {"PYROSCOPE_ENABLED": "false", "TRACEPARENT": tp})
+            lib = run([os.path.join(ROOT, "build", "pyroshim-traceparent"), tp], clean_env())
+            joined = r.out.decode().split()[0] == tp
+            self.assertEqual(joined, lib.rc == 0, tp)
+            self.assertEqual(joined, tp == later, tp)
+
     def test_trace_id_survives_the_shim(self):
         # With the shim loaded into sh, its children see sh's own span as
         # parent, but the same trace.

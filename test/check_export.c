@@ -1,0 +1,191 @@
+/* check_export.c -- one export pass over hand-built tables
+ * (uploader/export.h): the files it writes, their names and contents. */
+#include "uploader/export.h"
+
+#include <check.h>
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "handmade.h"
+
+static struct ps_config cfg;
+static struct ps_stacktab st;
+static struct ps_livetab lt;
+/* One export state per case, all kept (its fold is never freed). */
+static struct ps_export xs[16];
+static int nxs;
+#define x (xs[nxs - 1])
+static char dir[64];
+
+static const char *
+no_env(const char *name)
+{
+	(void)name;
+	return NULL;
+}
+
+static void
+setup(void)
+{
+	hm_table(&st);
+	ck_assert_int_eq(ps_livetab_init(&lt), 0);
+	ck_assert_int_ge(ps_config_load(&cfg, no_env, "check_export"), 0);
+	hm_tmpdir(dir, "check_export");
+	ck_assert_int_lt(nxs, 16);
+	nxs++;
+	hm_export(&x, &cfg, &lt, dir, 4242);
+}
+
+static void
+teardown(void)
+{
+	hm_rmdir(dir);
+}
+
+/* Contents of dir/name, NUL-terminated, static; NULL if absent. */
+static const char *
+file(const char *name)
+{
+	static char text[8192];
+
+	return hm_read(dir, name, text, sizeof(text)) ? text : NULL;
+}
+
+static int
+files_in_dir(void)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	int n = 0;
+
+	ck_assert_ptr_nonnull(d);
+	while ((e = readdir(d)))
+		n += e->d_name[0] != '.';
+	closedir(d);
+	return n;
+}
+
+START_TEST(export_writes_nothing_for_a_process_that_recorded_nothing)
+{
+	ck_assert_int_eq(ps_export_run(&x, 1), 0);
+	ck_assert_int_eq(files_in_dir(), 0);
+	ck_assert_uint_eq(x.files_written, 0);
+}
+END_TEST
+
+START_TEST(export_writes_the_cpu_files_of_a_cpu_only_run)
+{
+	hm_cpu(&st, hm_leaf_a, 2, 10);
+	ck_assert_int_eq(ps_export_run(&x, 0), 0);
+	ck_assert_str_eq(file("app.4242.cpu.folded"), "hm_main;hm_work;hm_leaf_a 20000000\n");
+	ck_assert_mem_eq(file("app.4242.cpu.pb.gz"), "\x1f\x8b", 2);   /* gzip */
+	ck_assert_ptr_null(file("app.4242.alloc.pb.gz"));   /* no allocation sampled */
+	ck_assert_int_eq(files_in_dir(), 2);
+	ck_assert_uint_eq(x.files_written, 2);
+	ck_assert_uint_eq(x.file_errors, 0);
+}
+END_TEST
+
+START_TEST(export_writes_every_allocation_series)
+{
+	hm_alloc_samples(&st, &lt, 4, 100, 1);
+	ck_assert_int_eq(ps_export_run(&x, 0), 0);
+	ck_assert_str_eq(file("app.4242.alloc_objects.folded"), "hm_main;hm_alloc 4\n");
+	ck_assert_str_eq(file("app.4242.alloc_space.folded"), "hm_main;hm_alloc 400\n");
+	ck_assert_str_eq(file("app.4242.inuse_objects.folded"), "hm_main;hm_alloc 1\n");
+	ck_assert_str_eq(file("app.4242.inuse_space.folded"), "hm_main;hm_alloc 100\n");
+	ck_assert_ptr_nonnull(file("app.4242.alloc.pb.gz"));
+	ck_assert_ptr_null(file("app.4242.cpu.folded"));
+}
+END_TEST
+
+START_TEST(export_files_cover_the_whole_run_so_far)
+{
+	hm_cpu(&st, hm_leaf_a, 1, 10);
+	ck_assert_int_eq(ps_export_run(&x, 0), 0);
+	hm_cpu(&st, hm_leaf_a, 2, 10);
+	ck_assert_int_eq(ps_export_run(&x, 1), 0);
+	ck_assert_str_eq(file("app.4242.cpu.folded"), "hm_main;hm_work;hm_leaf_a 30000000\n");
+	ck_assert_uint_eq(x.passes, 2);
+}
+END_TEST
+
+START_TEST(export_never_overwrites_an_earlier_image_of_the_same_pid)
+{
+	char path[256];
+	FILE *fp;
+
+	snprintf(path, sizeof(path), "%s/app.4242.cpu.pb.gz", dir);
+	fp = fopen(path, "w");
+	ck_assert_ptr_nonnull(fp);
+	fclose(fp);
+	hm_cpu(&st, hm_leaf_a, 1, 10);
+	ck_assert_int_eq(ps_export_run(&x, 0), 0);
+	ck_assert_str_eq(file("app.4242.1.cpu.folded"), "hm_main;hm_work;hm_leaf_a 10000000\n");
+	ck_assert_str_eq(file("app.4242.cpu.pb.gz"), "");   /* untouched */
+}
+END_TEST
+
+START_TEST(export_counts_a_directory_it_cannot_use_and_writes_nothing)
+{
+	char plain[128];
+	FILE *fp;
+
+	snprintf(plain, sizeof(plain), "%s/plain", dir);
+	fp = fopen(plain, "w");
+	ck_assert_ptr_nonnull(fp);
+	fclose(fp);
+	snprintf(x.dir, sizeof(x.dir), "%s/sub", plain);
+	hm_cpu(&st, hm_leaf_a, 1, 10);
+	ck_assert_int_ne(ps_export_run(&x, 0), 0);
+	ck_assert_uint_eq(x.files_written, 0);
+	ck_assert_uint_ge(x.file_errors, 1);
+	ck_assert_int_eq(files_in_dir(), 1);    /* the plain file only */
+}
+END_TEST
+
+START_TEST(export_comments_say_what_was_dropped)
+{
+	uint64_t v[PS_NVALUES] = { 3, 30 * HM_MS, 0, 0 };
+
+	hm_cpu(&st, hm_leaf_a, 1, 10);
+	ps_stacktab_add_special(&st, PS_SLOT_FULL, v);
+	atomic_store(&st.dropped, 3);
+	ck_assert_int_eq(ps_export_run(&x, 0), 0);
+	ck_assert_ptr_nonnull(strstr(file("app.4242.cpu.folded"), "table full"));
+}
+END_TEST
+
+static Suite *
+export_suite(void)
+{
+	Suite *s = suite_create("export");
+	TCase *tc = tcase_create("export");
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, export_writes_nothing_for_a_process_that_recorded_nothing);
+	tcase_add_test(tc, export_writes_the_cpu_files_of_a_cpu_only_run);
+	tcase_add_test(tc, export_writes_every_allocation_series);
+	tcase_add_test(tc, export_files_cover_the_whole_run_so_far);
+	tcase_add_test(tc, export_never_overwrites_an_earlier_image_of_the_same_pid);
+	tcase_add_test(tc, export_counts_a_directory_it_cannot_use_and_writes_nothing);
+	tcase_add_test(tc, export_comments_say_what_was_dropped);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int
+main(void)
+{
+	SRunner *sr = srunner_create(export_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,124 @@
+/* check_text.c -- the shared character classes and parsers (common/text.h). */
+#include "common/text.h"
+
+#include <check.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+START_TEST(hexval_reads_both_cases_and_rejects_the_rest)
+{
+	ck_assert_int_eq(ps_hexval('0'), 0);
+	ck_assert_int_eq(ps_hexval('9'), 9);
+	ck_assert_int_eq(ps_hexval('a'), 10);
+	ck_assert_int_eq(ps_hexval('F'), 15);
+	ck_assert_int_eq(ps_hexval('g'), -1);
+	ck_assert_int_eq(ps_hexval('G'), -1);
+	ck_assert_int_eq(ps_hexval('\0'), -1);
+	ck_assert_int_eq(ps_hexval('/'), -1);
+}
+END_TEST
+
+START_TEST(tchar_is_the_rfc9110_token_set)
+{
+	const char *yes = "az09AZ!#$%&'*+-.^_`|~";
+
+	for (const char *p = yes; *p; p++)
+		ck_assert_msg(ps_is_tchar(*p), "%c", *p);
+	for (const char *p = " \t\"(),/:;<=>?@[\\]{}\x7f"; *p; p++)
+		ck_assert_msg(!ps_is_tchar(*p), "%c", *p);
+	ck_assert(!ps_is_tchar('\0'));
+}
+END_TEST
+
+START_TEST(trim_drops_only_the_given_class_at_both_ends)
+{
+	const char *s = " \t\na b\t \n";
+	size_t n = strlen(s);
+
+	ps_trim(&s, &n, ps_is_ows);
+	ck_assert_uint_eq(n, 7);     /* the newlines are not OWS */
+	ck_assert(strncmp(s, "\na b\t \n", n) == 0);
+	ps_trim(&s, &n, ps_is_space);
+	ck_assert_uint_eq(n, 3);
+	ck_assert(strncmp(s, "a b", n) == 0);
+	s = " \t ";
+	n = 3;
+	ps_trim(&s, &n, ps_is_ows);
+	ck_assert_uint_eq(n, 0);
+}
+END_TEST
+
+START_TEST(pct_decode_decodes_escapes_of_either_case)
+{
+	char out[16];
+
+	ck_assert_int_eq(ps_pct_decode("a%2fb%2Cc", 9, out, sizeof(out), 0), 5);
+	ck_assert_str_eq(out, "a/b,c");
+}
+END_TEST
+
+START_TEST(pct_decode_rejects_incomplete_escapes)
+{
+	char out[16];
+
+	ck_assert_int_eq(ps_pct_decode("a%2", 3, out, sizeof(out), 0), -EINVAL);
+	ck_assert_int_eq(ps_pct_decode("%zz", 3, out, sizeof(out), 0), -EINVAL);
+	ck_assert_int_eq(ps_pct_decode("%", 1, out, sizeof(out), 0), -EINVAL);
+	ck_assert(!ps_pct_escapes_ok("ab%4", 4));
+	ck_assert(ps_pct_escapes_ok("ab%41", 5));
+}
+END_TEST
+
+START_TEST(pct_decode_refuses_controls_and_a_tab_unless_allowed)
+{
+	char out[16];
+
+	ck_assert_int_eq(ps_pct_decode("a%0ab", 5, out, sizeof(out), 1), -EINVAL);
+	ck_assert_int_eq(ps_pct_decode("a%7f", 4, out, sizeof(out), 1), -EINVAL);
+	ck_assert_int_eq(ps_pct_decode("a%09b", 5, out, sizeof(out), 0), -EINVAL);
+	ck_assert_int_eq(ps_pct_decode("a%09b", 5, out, sizeof(out), 1), 3);
+	ck_assert_str_eq(out, "a\tb");
+}
+END_TEST
+
+START_TEST(pct_decode_says_enospc_when_the_result_does_not_fit)
+{
+	char out[4];
+
+	ck_assert_int_eq(ps_pct_decode("abcd", 4, out, sizeof(out), 0), -ENOSPC);
+	ck_assert_int_eq(ps_pct_decode("abc", 3, out, sizeof(out), 0), 3);
+	ck_assert_str_eq(out, "abc");
+	ck_assert_int_eq(ps_pct_decode("%41%42%43", 9, out, sizeof(out), 0), 3);
+	ck_assert_str_eq(out, "ABC");
+}
+END_TEST
+
+static Suite *
+text_suite(void)
+{
+	Suite *s = suite_create("text");
+	TCase *tc = tcase_create("text");
+
+	tcase_add_test(tc, hexval_reads_both_cases_and_rejects_the_rest);
+	tcase_add_test(tc, tchar_is_the_rfc9110_token_set);
+	tcase_add_test(tc, trim_drops_only_the_given_class_at_both_ends);
+	tcase_add_test(tc, pct_decode_decodes_escapes_of_either_case);
+	tcase_add_test(tc, pct_decode_rejects_incomplete_escapes);
+	tcase_add_test(tc, pct_decode_refuses_controls_and_a_tab_unless_allowed);
+	tcase_add_test(tc, pct_decode_says_enospc_when_the_result_does_not_fit);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int
+main(void)
+{
+	SRunner *sr = srunner_create(text_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}
