@@ -28,6 +28,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/dl.h"
 #include "common/log.h"
 
 #define MAX_OBJECTS   4096      /* objects reported; more stay function-level */
@@ -75,10 +76,7 @@ static int load_rc = -ENOSYS;   /* written only inside load_once() */
 static void
 load_once(void)
 {
-	static const struct {
-		const char *name;
-		size_t off;
-	} syms[] = {
+	static const struct ps_dl_sym syms[] = {
 #define SYM(n, f) { n, offsetof(__typeof__(dw), f) }
 		SYM("dwfl_begin", begin), SYM("dwfl_end", end),
 		SYM("dwfl_report_begin_add", report_begin_add), SYM("dwfl_report_elf", report_elf),
@@ -98,25 +96,19 @@ load_once(void)
 #undef SYM
 	};
 	void *dl = dlopen("libdw.so.1", RTLD_NOW | RTLD_LOCAL);
-	size_t i;
-	void *p;
+	const char *missing = "";
 
 	if (!dl) {
 		ps_info("no libdw.so.1 (%s): profiles name functions, without source lines",
 			dlerror());
 		return;
 	}
-	for (i = 0; i < PS_ARRAY_LEN(syms); i++) {
-		p = dlsym(dl, syms[i].name);
-		if (!p) {
-			ps_info("libdw.so.1 lacks %s: profiles name functions, without source lines",
-				syms[i].name);
-			memset(&dw, 0, sizeof(dw));
-			dlclose(dl);
-			return;
-		}
-		/* Object-to-function pointer conversion, the POSIX way. */
-		memcpy((char *)&dw + syms[i].off, &p, sizeof(p));
+	if (ps_dl_resolve(dl, syms, PS_ARRAY_LEN(syms), &dw, &missing)) {
+		ps_info("libdw.so.1 lacks %s: profiles name functions, without source lines",
+			missing);
+		memset(&dw, 0, sizeof(dw));
+		dlclose(dl);
+		return;
 	}
 	load_rc = 0;
 }

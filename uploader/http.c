@@ -10,6 +10,7 @@
  */
 #include "uploader/http.h"
 #include "common/buf.h"
+#include "common/dl.h"
 
 #include <ctype.h>
 #include <curl/curl.h>
@@ -52,10 +53,7 @@ struct xfer {
 static int
 resolve(void *dl)
 {
-	static const struct {
-		const char *name;
-		size_t off;
-	} syms[] = {
+	static const struct ps_dl_sym syms[] = {
 		{ "curl_global_init", offsetof(__typeof__(api), global_init) },
 		{ "curl_easy_init", offsetof(__typeof__(api), easy_init) },
 		{ "curl_easy_setopt", offsetof(__typeof__(api), easy_setopt) },
@@ -67,17 +65,8 @@ resolve(void *dl)
 		{ "curl_slist_free_all", offsetof(__typeof__(api), slist_free_all) },
 		{ "curl_getdate", offsetof(__typeof__(api), getdate) },
 	};
-	size_t i;
-	void *sym;
 
-	for (i = 0; i < PS_ARRAY_LEN(syms); i++) {
-		sym = dlsym(dl, syms[i].name);
-		if (!sym)
-			return -ENOSYS;
-		/* Object-to-function pointer conversion, the POSIX way. */
-		memcpy((char *)&api + syms[i].off, &sym, sizeof(sym));
-	}
-	return 0;
+	return ps_dl_resolve(dl, syms, PS_ARRAY_LEN(syms), &api, NULL);
 }
 
 static void

@@ -1,0 +1,25 @@
+/* dl.c -- function pointer tables from dlsym.  See dl.h. */
+#include "common/dl.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <string.h>
+
+int
+ps_dl_resolve(void *dl, const struct ps_dl_sym *syms, size_t n, void *api, const char **missing)
+{
+	size_t i;
+	void *p;
+
+	for (i = 0; i < n; i++) {
+		p = dlsym(dl, syms[i].name);
+		if (!p) {
+			if (missing)
+				*missing = syms[i].name;
+			return -ENOSYS;
+		}
+		/* Object-to-function pointer conversion, the POSIX way. */
+		memcpy((char *)api + syms[i].off, &p, sizeof(p));
+	}
+	return 0;
+}

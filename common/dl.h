@@ -1,0 +1,30 @@
+/* dl.h -- fill a table of function pointers from a dlopen'ed library.
+ *
+ * libcurl (uploader/http.c) and libdw (uploader/dwarf.c) are loaded by the
+ * uploader when first needed, never linked: linking them would load their
+ * dependencies into every program at start-up.  Each keeps its entry
+ * points in a struct of function pointers, described by a table of
+ * (symbol name, offset in the struct) that this fills in one pass.
+ *
+ * Context: any thread outside signal context (dlsym may take the loader
+ * lock).
+ */
+#ifndef PS_DL_H
+#define PS_DL_H
+
+#include <stddef.h>
+#include "common/ps.h"
+
+struct ps_dl_sym {
+	const char *name;       /* exported symbol */
+	size_t off;             /* offsetof the pointer in the caller's struct */
+};
+
+/* Resolve each syms[i].name in the library dl into the function pointer
+ * at (char *)api + syms[i].off.  Returns 0, or -ENOSYS when a symbol is
+ * missing (*missing, when not NULL, names it; api is then partly filled
+ * and must not be used). */
+int ps_dl_resolve(void *dl, const struct ps_dl_sym *syms, size_t n, void *api,
+		  const char **missing) PS_WUR;
+
+#endif
