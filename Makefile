@@ -187,6 +187,7 @@ uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/lib/libpyroshim.so $(DESTDIR)$(PREFIX)/bin/pyrorun \
 	    $(DESTDIR)$(PREFIX)/lib/pyroshim/pyroshim-traceparent \
 	    $(DESTDIR)$(PREFIX)/share/man/man1/pyrorun.1 $(DESTDIR)$(PREFIX)/share/man/man7/pyroshim.7
+	-rmdir $(DESTDIR)$(PREFIX)/lib/pyroshim 2>/dev/null
 
 clean:
 	rm -rf build $(SO) $(BENCH_SO) $(EXAMPLES)

@@ -79,7 +79,8 @@ def compile_graph(sources, tmp):
     for src in sources:
         layer = src.split("/")[0]
         out = os.path.join(tmp, src.replace("/", "_") + ".o")
-        cmd = ["cc", "-D_GNU_SOURCE", '-DPS_VERSION="sigsafe"', "-std=c11", "-O0",
+        # gcc: -fcallgraph-info is its own (GCC 10 and later).
+        cmd = ["gcc", "-D_GNU_SOURCE", '-DPS_VERSION="sigsafe"', "-std=c11", "-O0",
                "-fcallgraph-info", "-I", "build/inc/" + layer, "-I", "build/gen",
                "-c", src, "-o", out]
         subprocess.run(cmd, check=True)

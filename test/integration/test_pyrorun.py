@@ -464,7 +464,7 @@ class Install(ShimTest):
     def test_install_finds_installed_library_and_uninstall_removes_it(self):
         prefix = os.path.join(self.tmp, "prefix")
         installed = ["bin/pyrorun", "lib/libpyroshim.so", "share/man/man1/pyrorun.1",
-                     "share/man/man7/pyroshim.7"]
+                     "share/man/man7/pyroshim.7", "lib/pyroshim/pyroshim-traceparent"]
         self.make("install", "PREFIX=" + prefix)
         for f in installed:
             self.assertTrue(os.path.isfile(os.path.join(prefix, f)), f)
@@ -479,6 +479,11 @@ class Install(ShimTest):
         self.assertTrue(any(f.startswith("inst.") and f.endswith(".cpu.pb.gz")
                             for f in self.files()), self.files())
         self.assertIn(b"pyrorun: profiles in", r.err)
+        # The installed copy checks TRACEPARENT with the installed parser.
+        tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+        r = run([exe, "--trace", "-o", self.out, "--", "sh", "-c", "echo $TRACEPARENT"],
+                env_for({"PYROSCOPE_ENABLED": "false", "TRACEPARENT": tp}), timeout=60)
+        self.assertEqual(r.out.decode().strip(), tp, r.err)
         self.make("uninstall", "PREFIX=" + prefix)
         for f in installed:
             self.assertFalse(os.path.exists(os.path.join(prefix, f)), f)
