@@ -13,6 +13,7 @@
 static struct ps_stacktab *stacks;
 static struct ps_livetab *live;
 static uint64_t mean;
+_Atomic(const _Atomic uint8_t *) ps_alloc_filter;
 /* PS_ALLOC_*; changed by start and off, read by every slow path. */
 static _Atomic int mode;
 
@@ -25,6 +26,7 @@ ps_alloc_start(struct ps_stacktab *st, struct ps_livetab *lt, uint64_t mean_byte
 	stacks = st;
 	live = lt;
 	mean = mean_bytes;
+	atomic_store(&ps_alloc_filter, lt->filter);
 	atomic_store(&mode, PS_ALLOC_ON);
 }
 
@@ -32,6 +34,9 @@ void
 ps_alloc_off(void)
 {
 	atomic_store(&mode, PS_ALLOC_OFF);
+	/* The table is not this process's to change any more (the helper
+	 * shares the program's), so free and realloc stop looking in it. */
+	atomic_store(&ps_alloc_filter, NULL);
 }
 
 int

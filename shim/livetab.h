@@ -80,6 +80,11 @@ int ps_livetab_take(struct ps_livetab *t, const void *p, struct ps_live_entry *o
 /* Internals of the inline fast path. */
 int ps_livetab_remove_slow(struct ps_livetab *t, const void *p);
 
+/* 0 if p was certainly never inserted (nor is being inserted) in the table
+ * whose filter is `filter`; 1 if it may have been.  One multiply and one
+ * byte load: the test the free and realloc hooks make on every call. */
+static inline int ps_livetab_filter_hit(const _Atomic uint8_t *filter, const void *p);
+
 static inline uint32_t
 ps_livetab_bucket(const void *p, uint32_t n)
 {
@@ -89,12 +94,18 @@ ps_livetab_bucket(const void *p, uint32_t n)
 }
 
 static inline int
+ps_livetab_filter_hit(const _Atomic uint8_t *filter, const void *p)
+{
+	return atomic_load_explicit(&filter[ps_livetab_bucket(p, PS_LIVE_FILTER)],
+				    memory_order_relaxed) != 0;
+}
+
+static inline int
 ps_livetab_remove(struct ps_livetab *t, const void *p)
 {
 	if (PS_LIKELY(atomic_load_explicit(&t->live, memory_order_relaxed) == 0))
 		return 0;
-	if (PS_LIKELY(atomic_load_explicit(&t->filter[ps_livetab_bucket(p, PS_LIVE_FILTER)],
-					   memory_order_relaxed) == 0))
+	if (PS_LIKELY(!ps_livetab_filter_hit(t->filter, p)))
 		return 0;
 	return ps_livetab_remove_slow(t, p);
 }
