@@ -8,8 +8,11 @@
  * back, so a lookup can never miss a published pointer.
  *
  * Most frees are of unsampled pointers; before probing the table they test
- * a small counting filter (one byte per hash bucket, 64 KiB), which is
- * almost always zero and stays in cache.
+ * a counting filter (one byte per 16-byte granule of address, folded every
+ * 1 MiB: 64 KiB), which is almost always zero.  Neighbouring blocks share a
+ * cache line of it, so frees in address order stay in L1; frees in random
+ * order over a heap much larger than 1 MiB miss L1 on it (BENCHMARKS.md,
+ * section 4c).
  *
  * Capacity is fixed (PS_LIVE_SLOTS); a sampled allocation that finds no
  * slot within MAX_PROBE is counted in `dropped` and missing from in-use
@@ -93,11 +96,23 @@ ps_livetab_bucket(const void *p, uint32_t n)
 	return (uint32_t)(h >> 40) & (n - 1);
 }
 
+/* The filter byte of p.  Not the table's multiplicative hash: 16-byte
+ * granules next to each other share a cache line of the filter (1 KiB of
+ * heap per line), so a program that frees blocks near each other keeps the
+ * filter in its L1 cache instead of missing once per free.  Folding in the
+ * bits above 1 MiB spreads page-aligned (mmap'ed) blocks over all bytes. */
+static inline uint32_t
+ps_livetab_filter_index(const void *p)
+{
+	uintptr_t g = (uintptr_t)p >> 4;
+
+	return (uint32_t)(g ^ (g >> 16)) & (PS_LIVE_FILTER - 1);
+}
+
 static inline int
 ps_livetab_filter_hit(const _Atomic uint8_t *filter, const void *p)
 {
-	return atomic_load_explicit(&filter[ps_livetab_bucket(p, PS_LIVE_FILTER)],
-				    memory_order_relaxed) != 0;
+	return atomic_load_explicit(&filter[ps_livetab_filter_index(p)], memory_order_relaxed) != 0;
 }
 
 static inline int
