@@ -97,8 +97,8 @@ malloc(size_t n)
 EXPORT void
 free(void *p)
 {
-	if (__builtin_expect(in_pool(p), 0))
-		return;
+	if (__builtin_expect(in_pool(p), 0) || !resolve())
+		return;  /* a pool block, or free(NULL) before the first malloc */
 	real_free(p);
 }
 
