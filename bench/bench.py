@@ -32,6 +32,9 @@ SHIM = os.path.join(ROOT, "shim", "libpyroshim.so")
 SHIM_BENCH = os.path.join(ROOT, "shim", "libpyroshim-bench.so")
 BB = os.path.join(ROOT, "build", "bench")
 IDLE = os.path.join(BB, "libidle_thread.so")  # one idle thread, nothing else
+# The floor: malloc/free/calloc/realloc forwarded through dlsym(RTLD_NEXT)
+# pointers with a per-thread byte countdown, nothing else (bench/bare_interposer.c).
+BARE = os.path.join(BB, "libbare_interposer.so")
 # PYROSHIM_BEFORE=/path/to/an/older/libpyroshim.so adds its rows to the
 # generator, start-up and memory sections, measured in the same run.
 BEFORE = os.environ.get("PYROSHIM_BEFORE", "")
@@ -46,15 +49,15 @@ SIZES = {
     "full": dict(rounds=5, burn_miters=400, handler_miters=1000, handler_runs=3,
                  split_ms=4000, split_ms4=2000, split_reps=2, sites_mib=200,
                  sites_reps=5, pairs=20000000, pair_rounds=7, mixed=3000000,
-                 mixed_rounds=3, gen_n=50000, gen_rounds=9, true_rounds=200,
+                 mixed_rounds=3, gen_n=200000, gen_rounds=9, true_rounds=200,
                  shell_cmds=1000, shell_rounds=3, heap_mib=1024, rss_rounds=3,
-                 cg_pairs=200000),
+                 cg_pairs=200000, calls=8000000, calls_rounds=7, cg_calls=200000),
     "smoke": dict(rounds=1, burn_miters=10, handler_miters=20, handler_runs=1,
                   split_ms=300, split_ms4=150, split_reps=1, sites_mib=4,
                   sites_reps=1, pairs=200000, pair_rounds=1, mixed=20000,
                   mixed_rounds=1, gen_n=500, gen_rounds=1, true_rounds=5,
                   shell_cmds=20, shell_rounds=1, heap_mib=16, rss_rounds=1,
-                  cg_pairs=2000),
+                  cg_pairs=2000, calls=20000, calls_rounds=1, cg_calls=5000),
 }
 
 
@@ -470,24 +473,25 @@ class Bench:
         self.data["alloc_accuracy"] = rows
 
     # 4. allocation fast path and malloc-heavy loop ------------------------------
+    # The allocation configurations of section 4, by name: environment for
+    # a run whose profiles go to directory d.
+    def alloc_envs(self, d):
+        return {"none": base_env(),
+                "bare interposer": base_env({"LD_PRELOAD": BARE}),
+                "idle thread only": base_env({"LD_PRELOAD": IDLE}),
+                "shim, alloc off": self.shim_env(d, extra={"PYROSCOPE_PROFILING_ALLOC_ENABLED": "false"}),
+                "shim (default)": self.shim_env(d)}
+
     def alloc_fast_path(self):
         n = self.s["pairs"]
         self.emit("## 4a. Allocation fast path: `malloc_loop pairs %d` (malloc(32)/free), ns per pair" % n)
         self.emit()
         prog = os.path.join(BB, "malloc_loop")
-        configs = ["none", "idle thread only", "shim (default)", "shim, alloc off"]
+        configs = ["none", "bare interposer", "idle thread only", "shim (default)", "shim, alloc off"]
 
         def make(c, r):
             d = self.fresh("pairs")
-            if c == "none":
-                env = base_env()
-            elif c == "idle thread only":
-                env = base_env({"LD_PRELOAD": IDLE})
-            elif c == "shim (default)":
-                env = self.shim_env(d)
-            else:
-                env = self.shim_env(d, extra={"PYROSCOPE_PROFILING_ALLOC_ENABLED": "false"})
-            res = run([prog, "pairs", str(n)], env)
+            res = run([prog, "pairs", str(n)], self.alloc_envs(d)[c])
             res.ns = float(res.out.split()[1])
             return res
         res = interleave(configs, self.s["pair_rounds"], make)
@@ -500,6 +504,42 @@ class Bench:
         self.table(["configuration", "ns per pair", "added ns per pair (same round)"], rows)
         self.data["fast_path"] = rows
         self.callgrind()
+        self.per_call()
+        self.per_call_callgrind()
+
+    def cg_run(self, env, argv, toggle):
+        """Instructions callgrind counts inside function `toggle` of argv:
+        (all, the interposer's own), the latter being the self cost of
+        libpyroshim.so or libbare_interposer.so code."""
+        d = self.fresh("cg")
+        out = os.path.join(d, "cg.out")
+        run(["valgrind", "--tool=callgrind", "--toggle-collect=" + toggle,
+             "--callgrind-out-file=" + out] + argv, env, timeout=900)
+        total, own, ob, after_call = 0, 0, None, False
+        names = {}
+        # The file format: "ob=(id) name" names the object of the cost
+        # lines that follow; the line after "calls=" is a call's inclusive
+        # cost, not a self cost.
+        for line in open(out):
+            if line.startswith(("ob=", "cob=")):
+                m = re.match(r"c?ob=\((\d+)\)(?: (.*))?", line.strip())
+                if m and m.group(2):
+                    names[m.group(1)] = m.group(2)
+                if line.startswith("ob=") and m:
+                    ob = names.get(m.group(1), "")
+                continue
+            if line.startswith("calls="):
+                after_call = True
+                continue
+            if line[:1].isdigit() or line[:1] in "+-*":
+                if after_call:
+                    after_call = False
+                    continue
+                v = int(line.split()[-1])
+                total += v
+                if ob and ("libpyroshim" in ob or "libbare_interposer" in ob):
+                    own += v
+        return total, own
 
     def callgrind(self):
         n = self.s["cg_pairs"]
@@ -513,31 +553,80 @@ class Bench:
         rows = []
         prog = os.path.join(BB, "malloc_loop")
         base = None
-        for c in ("none", "idle thread only", "shim (default, CPU off)"):
-            d = self.fresh("cg")
-            env = base_env() if c == "none" else base_env({"LD_PRELOAD": IDLE}) \
-                if c == "idle thread only" else \
-                self.shim_env(d, extra={"PYROSCOPE_PROFILING_CPU_ENABLED": "false"})
-            out = os.path.join(d, "cg.out")
-            run(["valgrind", "--tool=callgrind", "--toggle-collect=pair_loop",
-                 "--callgrind-out-file=" + out, prog, "pairs", str(n)], env, timeout=600)
-            ir = None
-            for line in open(out):
-                if line.startswith(("summary:", "totals:")):
-                    ir = int(line.split()[1])
+        for c in ("none", "bare interposer", "idle thread only", "shim, alloc off", "shim (default)"):
+            env = self.alloc_envs(self.fresh("cgenv"))[c]
+            if c.startswith("shim"):
+                env["PYROSCOPE_PROFILING_CPU_ENABLED"] = "false"
+            ir, own = self.cg_run(env, [prog, "pairs", str(n)], "pair_loop")
             per = ir / (n + n // 10 + 1)
             if base is None:
                 base = per
-            rows.append([c, "%.1f" % per, "-" if c == "none" else "%+.1f" % (per - base)])
-        self.table(["configuration", "instructions per pair", "added"], rows)
+            rows.append([c, "%.1f" % per, "-" if c == "none" else "%+.1f" % (per - base),
+                         "%.1f" % (own / (n + n // 10 + 1))])
+        self.table(["configuration (CPU profiling off)", "instructions per pair", "added",
+                    "in the interposer's own code"], rows)
         self.data["callgrind"] = rows
+
+    def per_call(self):
+        n = self.s["calls"]
+        self.emit("### 4e. Per call: `malloc_loop calls %d` (16 MiB live; malloc(32) and "
+                  "calloc(1, 32) in batches of 4096, free of those blocks, "
+                  "p = realloc(p, 1 + i %% 256)), ns per call" % n)
+        self.emit()
+        prog = os.path.join(BB, "malloc_loop")
+        configs = ["none", "bare interposer", "shim, alloc off", "shim (default)"]
+        fns = ["malloc", "calloc", "free", "realloc"]
+
+        def make(c, r):
+            d = self.fresh("calls")
+            res = run([prog, "calls", str(n)], self.alloc_envs(d)[c])
+            res.ns = {m.group(1): float(m.group(2))
+                      for m in re.finditer(r"^ns_per_(\w+) ([0-9.]+)$", res.out, re.M)}
+            return res
+        res = interleave(configs, self.s["calls_rounds"], make)
+        rows = []
+        for c in configs:
+            row = [c]
+            for f in fns:
+                ns = [x.ns[f] for x in res[c]]
+                added = [a - b.ns[f] for a, b in zip(ns, res["none"])]
+                row.append("%.2f" % min(ns) + ("" if c == "none" else " (%+.2f)" % med(added)))
+            rows.append(row)
+        self.table(["configuration"] + ["%s ns (added, median per round)" % f for f in fns], rows)
+        self.data["per_call"] = rows
+
+    def per_call_callgrind(self):
+        n = self.s["cg_calls"]
+        batch = (n // 4096 + 1) * 4096
+        loops = [("malloc", "malloc_batch", batch), ("calloc", "calloc_batch", batch),
+                 ("free", "free_batch", 2 * batch), ("realloc", "realloc_loop", n + n // 10 + 1)]
+        self.emit("### 4f. callgrind per call: `malloc_loop calls %d`, instructions per call "
+                  "(whole call / the interposer's own code)" % n)
+        self.emit()
+        if self.tools["valgrind"]:
+            self.emit("not measured: " + self.tools["valgrind"])
+            self.emit()
+            return
+        prog = os.path.join(BB, "malloc_loop")
+        rows = []
+        for c in ("none", "bare interposer", "shim, alloc off", "shim (default)"):
+            env = self.alloc_envs(self.fresh("cgenv"))[c]
+            if c.startswith("shim"):
+                env["PYROSCOPE_PROFILING_CPU_ENABLED"] = "false"
+            row = [c]
+            for _, fn, calls in loops:
+                ir, own = self.cg_run(env, [prog, "calls", str(n)], fn)
+                row.append("%.1f / %.1f" % (ir / calls, own / calls))
+            rows.append(row)
+        self.table(["configuration (CPU profiling off)"] + [f for f, _, _ in loops], rows)
+        self.data["per_call_callgrind"] = rows
 
     def malloc_heavy(self):
         n = self.s["mixed"]
         self.emit("## 4c. Malloc-heavy loop: `malloc_loop mixed %d` (4096 live blocks, 16..4096 B)" % n)
         self.emit()
         prog = os.path.join(BB, "malloc_loop")
-        configs = ["none", "idle thread only", "shim (default)"]
+        configs = ["none", "bare interposer", "idle thread only", "shim (default)"]
         if not self.tools["tcmalloc"]:
             configs += ["tcmalloc, no profiler", "tcmalloc HEAPPROFILE"]
         if not self.tools["heaptrack"]:
@@ -550,8 +639,8 @@ class Bench:
                 return run(argv, base_env())
             if c == "shim (default)":
                 return run(argv, self.shim_env(d))
-            if c == "idle thread only":
-                return run(argv, base_env({"LD_PRELOAD": IDLE}))
+            if c in ("idle thread only", "bare interposer"):
+                return run(argv, self.alloc_envs(d)[c])
             if c == "heaptrack":
                 return run(["heaptrack", "-o", os.path.join(d, "ht")] + argv, base_env(), timeout=900)
             env = {"LD_PRELOAD": find_lib("libtcmalloc.so")}
@@ -577,22 +666,39 @@ class Bench:
         n = self.s["gen_n"]
         self.emit("## 4d. Generator demo: `examples/generator %d out.json --seed 1`" % n)
         self.emit()
-        envs = {"none": lambda d: base_env(),
-                "idle thread only": lambda d: base_env({"LD_PRELOAD": IDLE}),
-                "shim (default)": lambda d: self.shim_env(d),
-                "shim, alloc off": lambda d: self.shim_env(d, extra={"PYROSCOPE_PROFILING_ALLOC_ENABLED": "false"}),
-                "shim, CPU off": lambda d: self.shim_env(d, extra={"PYROSCOPE_PROFILING_CPU_ENABLED": "false"})}
+        configs = ["none", "bare interposer", "idle thread only", "shim, alloc off", "shim (default)"]
         if BEFORE:
-            envs["before (default)"] = lambda d: base_env({"LD_PRELOAD": BEFORE,
-                                                          "PYROSCOPE_OUTPUT_DIR": d})
-        configs = list(envs)
+            configs.append("before (default)")
+        # task-clock from `perf stat` counts the program and everything it
+        # starts, the shim's helper process included (wait4 would miss it:
+        # the helper is not the program's child).
+        perf = shutil.which("perf") and subprocess.run(
+            ["perf", "stat", "-x,", "-e", "task-clock", "--", "true"],
+            capture_output=True).returncode == 0
 
         def make(c, r):
             d = self.fresh("gen")
-            return run([GEN, str(n), os.path.join(d, "out.json"), "--seed", "1"], envs[c](d))
+            env = base_env({"LD_PRELOAD": BEFORE, "PYROSCOPE_OUTPUT_DIR": d}) \
+                if c == "before (default)" else self.alloc_envs(d)[c]
+            argv = [GEN, str(n), os.path.join(d, "out.json"), "--seed", "1"]
+            if not perf:
+                return run(argv, env)
+            res = run(["perf", "stat", "-x,", "-e", "task-clock", "--"] + argv, env)
+            m = re.search(r"^([0-9.]+),msec,task-clock", res.err, re.M)
+            if not m:
+                raise RuntimeError("perf stat printed no task-clock: " + res.err[-500:])
+            res.cpu = float(m.group(1)) / 1000
+            return res
         res = interleave(configs, self.s["gen_rounds"], make)
         rows = cpu_rows(res, configs)
-        self.table(["configuration", "CPU s", "slowdown %, per round", "slowdown %, min vs min"], rows)
+        rows.append(["bare interposer -> shim (default)", "",
+                     span([100 * (a.cpu / b.cpu - 1) for a, b in
+                           zip(res["shim (default)"], res["bare interposer"])], "%+.2f"),
+                     "%+.2f" % (100 * (min(x.cpu for x in res["shim (default)"]) /
+                                       min(x.cpu for x in res["bare interposer"]) - 1))])
+        self.table(["configuration", ("task-clock s (program + helper)" if perf else
+                                      "CPU s (wait4; perf stat unusable)"),
+                    "slowdown %, per round", "slowdown %, min vs min"], rows)
         self.data["generator"] = rows
 
     # 5. start-up ----------------------------------------------------------------

@@ -12,14 +12,18 @@ mkdir -p build/bench
 flags="-D_GNU_SOURCE -std=gnu11 -O1 -g -fno-omit-frame-pointer -fno-inline
     -fno-optimize-sibling-calls -fno-builtin-malloc -fno-builtin-free
     -pthread -Wall -Wextra -Werror"
+so_flags="-D_GNU_SOURCE -std=c11 -O2 -g -fPIC -fvisibility=hidden -shared
+    -Wall -Wextra -Werror"
 for src in bench/*.c; do
 	name=$(basename "$src" .c)
 	case $name in
-	idle_thread) out=build/bench/libidle_thread.so extra="-shared -fPIC" ;;
-	*) out=build/bench/$name extra= ;;
+	idle_thread) out=build/bench/libidle_thread.so f="$flags -shared -fPIC" ;;
+	# The floor the shim is compared with: built as the shim is built.
+	bare_interposer) out=build/bench/libbare_interposer.so f="$so_flags" ;;
+	*) out=build/bench/$name f=$flags ;;
 	esac
 	if [ ! -e "$out" ] || [ "$src" -nt "$out" ]; then
 		# shellcheck disable=SC2086 # flags are words on purpose
-		$CC $flags $extra "$src" -o "$out" -lm
+		$CC $f "$src" -o "$out" -lm -ldl
 	fi
 done

@@ -21,6 +21,9 @@
 
 #define PS_SIGSAFE              /* reachable from the signal handler */
 #define PS_EXPORT   __attribute__((visibility("default")))
+/* On an extern declaration: defined in this library, so reached without a
+ * GOT load (-fvisibility=hidden covers definitions only). */
+#define PS_HIDDEN   __attribute__((visibility("hidden")))
 #define PS_WUR      __attribute__((warn_unused_result))
 #define PS_TLS      __thread __attribute__((tls_model("initial-exec")))
 #define PS_LIKELY(x)   __builtin_expect(!!(x), 1)

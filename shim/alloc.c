@@ -12,6 +12,7 @@
  * and read by every thread afterwards. */
 static struct ps_livetab *live;
 static uint64_t mean;
+_Atomic(const _Atomic uint8_t *) ps_alloc_filter;
 /* PS_ALLOC_*; changed by start and off, read by every slow path. */
 static _Atomic int mode;
 
@@ -23,6 +24,7 @@ ps_alloc_start(struct ps_livetab *lt, uint64_t mean_bytes)
 {
 	live = lt;
 	mean = mean_bytes;
+	atomic_store(&ps_alloc_filter, lt->filter);
 	atomic_store(&mode, PS_ALLOC_ON);
 }
 
@@ -30,6 +32,9 @@ void
 ps_alloc_off(void)
 {
 	atomic_store(&mode, PS_ALLOC_OFF);
+	/* The table is not this process's to change any more (the helper
+	 * shares the program's), so free and realloc stop looking in it. */
+	atomic_store(&ps_alloc_filter, NULL);
 }
 
 int

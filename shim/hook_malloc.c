@@ -1,11 +1,16 @@
 /* hook_malloc.c -- the malloc-family interposers.
  *
- * Fast path (an allocation that is not sampled): one initial-exec TLS
- * decrement and a branch, then the next malloc in the lookup order (glibc's,
- * or whatever allocator the program itself brings).  No lock, no atomic
- * shared with other threads, no system call.  free adds one relaxed load of
- * the live table's counter (and, while sampled blocks are live, one byte of
- * its filter).
+ * Fast path, as in tcmalloc's and jemalloc's sampling: an allocation that
+ * is not sampled costs one initial-exec TLS decrement and one predictable
+ * branch on top of the next malloc in the lookup order (glibc's, or the
+ * program's own allocator).  free and realloc test one byte of the live
+ * table's filter, which proves that the block was never sampled, and then
+ * forward the call untouched; only a block the filter cannot clear is looked
+ * up in the live table.  No lock, no atomic read-modify-write, no system
+ * call, and no thread: glibc keeps its single-threaded paths.  Everything
+ * that is not the fast path sits in separate, cold functions, so the hooks
+ * stay a few instructions long and save few registers.  BENCHMARKS.md
+ * section 4 counts them against a bare forwarding interposer.
  *
  * Bootstrap: the real functions come from dlsym(RTLD_NEXT), and dlsym itself
  * calls calloc.  Until resolution is complete, requests are served from a
@@ -60,10 +65,11 @@ struct pool_hdr {
 	size_t pad;  /* keeps the block 16-byte aligned */
 };
 
-static int
+/* One compare: below the pool, the difference wraps around to a huge value. */
+static inline int
 in_pool(const void *p)
 {
-	return (const unsigned char *)p >= pool && (const unsigned char *)p < pool + POOL_SIZE;
+	return (uintptr_t)p - (uintptr_t)pool < POOL_SIZE;
 }
 
 static void *
@@ -92,7 +98,7 @@ pool_size(const void *p)
  * allocates, and is served from the pool meanwhile). */
 #define RESOLVE(name) real.name = (__typeof__(real.name))ps_next(#name)
 
-static void
+__attribute__((noinline, cold)) static void
 resolve(void)
 {
 	int expected = 0;
@@ -123,36 +129,42 @@ ready(void)
 
 /* ---- sampling -------------------------------------------------------- */
 
-/* The countdown crossed zero: decide, record, and restart it. */
-static void
-slow(void *p, size_t n)
+/* The countdown crossed zero: decide, record, and restart it.  Returns p,
+ * so that the hooks end in a tail call. */
+__attribute__((noinline, cold)) static void *
+sample(void *p, size_t n)
 {
 	/* Shim code (the uploader thread, the constructor, a sample being
 	 * taken): never sampled.  The countdown stays spent, so the thread
 	 * comes back here -- a cheap test -- until it leaves shim code. */
 	if (ps_guard_held())
-		return;
+		return p;
 	ps_guard_enter();
 	t_left = ps_alloc_slow(p, n);
 	ps_process_wake();  /* a fork child's uploader starts here */
 	ps_guard_leave();
+	return p;
 }
 
-static inline void
+/* Count n bytes allocated at p; the one branch of the fast path. */
+static inline void *
 account(void *p, size_t n)
 {
 	t_left -= (int64_t)n;
 	if (PS_UNLIKELY(t_left <= 0))
-		slow(p, n);
+		return sample(p, n);
+	return p;
 }
 
-static inline void
+/* p may be a sampled block (its filter byte is set): drop it from the live
+ * table before the C library can hand its address out again. */
+__attribute__((noinline, cold)) static void
 forget(void *p)
 {
 	struct ps_livetab *lt = ps_alloc_livetab();
 
 	if (lt)
-		(void)ps_livetab_remove(lt, p);
+		(void)ps_livetab_remove_slow(lt, p);
 }
 
 /* ---- the interposers ------------------------------------------------- */
@@ -160,69 +172,92 @@ forget(void *p)
 PS_EXPORT void *
 malloc(size_t n)
 {
-	void *p;
-
 	if (PS_UNLIKELY(!ready()))
 		return pool_alloc(n);
-	p = real.malloc(n);
-	account(p, n);
-	return p;
+	return account(real.malloc(n), n);
 }
 
 PS_EXPORT void
 free(void *p)
 {
-	if (!p || PS_UNLIKELY(in_pool(p)))
+	if (PS_UNLIKELY(in_pool(p)))
 		return;
-	forget(p);
+	if (PS_UNLIKELY(ps_alloc_maybe_sampled(p)))
+		forget(p);
 	if (PS_LIKELY(ready()))
 		real.free(p);
 }
 
-PS_EXPORT void *
-calloc(size_t nmemb, size_t size)
+/* calloc before the real functions are resolved (dlsym's own). */
+__attribute__((noinline, cold)) static void *
+calloc_pool(size_t nmemb, size_t size)
 {
 	size_t n;
-	void *p;
 
 	if (__builtin_mul_overflow(nmemb, size, &n)) {
 		errno = ENOMEM;
 		return NULL;
 	}
+	return pool_alloc(n);
+}
+
+PS_EXPORT void *
+calloc(size_t nmemb, size_t size)
+{
+	void *p;
+
 	if (PS_UNLIKELY(!ready()))
-		return pool_alloc(n);
-	p = real.calloc(nmemb, size);
-	account(p, n);
+		return calloc_pool(nmemb, size);
+	p = real.calloc(nmemb, size);  /* checks nmemb * size for overflow */
+	if (PS_UNLIKELY(!p))
+		return NULL;
+	return account(p, nmemb * size);
+}
+
+/* realloc of a pool block: move it to the C library's heap. */
+__attribute__((noinline, cold)) static void *
+realloc_pool(void *old, size_t n)
+{
+	void *p = malloc(n ? n : 1);
+
+	if (p)
+		memcpy(p, old, pool_size(old) < n ? pool_size(old) : n);
 	return p;
+}
+
+/* realloc of a block that may be sampled: the old block leaves the live
+ * table as free would take it out, and comes back if the C library's
+ * realloc fails and leaves it in place. */
+__attribute__((noinline, cold)) static void *
+realloc_sampled(void *old, size_t n)
+{
+	struct ps_livetab *lt = ps_alloc_livetab();
+	struct ps_live_entry e;
+	int was = lt && ps_livetab_take(lt, old, &e);
+	void *p = real.realloc(old, n);
+
+	if (p)
+		return account(p, n);
+	if (was && n != 0)
+		(void)ps_livetab_insert(lt, old, e.size, e.weight, e.stack);
+	return NULL;
 }
 
 PS_EXPORT void *
 realloc(void *old, size_t n)
 {
-	struct ps_live_entry e;
-	struct ps_livetab *lt;
-	int was;
 	void *p;
 
-	if (PS_UNLIKELY(in_pool(old))) {
-		p = malloc(n ? n : 1);
-		if (p)
-			memcpy(p, old, pool_size(old) < n ? pool_size(old) : n);
-		return p;
-	}
+	if (PS_UNLIKELY(in_pool(old)))
+		return realloc_pool(old, n);
 	if (PS_UNLIKELY(!ready()))
 		return old ? NULL : pool_alloc(n);
-	lt = old ? ps_alloc_livetab() : NULL;
-	was = lt && atomic_load_explicit(&lt->live, memory_order_relaxed) &&
-	      ps_livetab_take(lt, old, &e);
+	if (PS_UNLIKELY(ps_alloc_maybe_sampled(old)))
+		return realloc_sampled(old, n);
 	p = real.realloc(old, n);
-	if (p) {
-		account(p, n);
-	} else if (was && n != 0) {
-		/* The block was not moved nor freed: it is still live. */
-		(void)ps_livetab_insert(lt, old, e.size, e.weight, e.stack);
-	}
-	return p;
+	if (PS_UNLIKELY(!p))
+		return NULL;
+	return account(p, n);
 }
 
 PS_EXPORT void *

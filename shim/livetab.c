@@ -39,7 +39,7 @@ ps_livetab_reset(struct ps_livetab *t)
 static void
 filter_add(struct ps_livetab *t, const void *p, int delta)
 {
-	_Atomic uint8_t *f = &t->filter[ps_livetab_bucket(p, PS_LIVE_FILTER)];
+	_Atomic uint8_t *f = &t->filter[ps_livetab_filter_index(p)];
 	uint8_t v = atomic_load_explicit(f, memory_order_relaxed);
 
 	do {

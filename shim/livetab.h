@@ -8,8 +8,11 @@
  * back, so a lookup can never miss a published pointer.
  *
  * Most frees are of unsampled pointers; before probing the table they test
- * a small counting filter (one byte per hash bucket, 64 KiB), which is
- * almost always zero and stays in cache.
+ * a counting filter (one byte per 16-byte granule of address, folded every
+ * 1 MiB: 64 KiB), which is almost always zero.  Neighbouring blocks share a
+ * cache line of it, so frees in address order stay in L1; frees in random
+ * order over a heap much larger than 1 MiB miss L1 on it (BENCHMARKS.md,
+ * section 4c).
  *
  * Capacity is fixed (PS_LIVE_SLOTS); a sampled allocation that finds no
  * slot within MAX_PROBE is counted in `dropped` and missing from in-use
@@ -80,6 +83,11 @@ int ps_livetab_take(struct ps_livetab *t, const void *p, struct ps_live_entry *o
 /* Internals of the inline fast path. */
 int ps_livetab_remove_slow(struct ps_livetab *t, const void *p);
 
+/* 0 if p was certainly never inserted (nor is being inserted) in the table
+ * whose filter is `filter`; 1 if it may have been.  One multiply and one
+ * byte load: the test the free and realloc hooks make on every call. */
+static inline int ps_livetab_filter_hit(const _Atomic uint8_t *filter, const void *p);
+
 static inline uint32_t
 ps_livetab_bucket(const void *p, uint32_t n)
 {
@@ -88,13 +96,31 @@ ps_livetab_bucket(const void *p, uint32_t n)
 	return (uint32_t)(h >> 40) & (n - 1);
 }
 
+/* The filter byte of p.  Not the table's multiplicative hash: 16-byte
+ * granules next to each other share a cache line of the filter (1 KiB of
+ * heap per line), so a program that frees blocks near each other keeps the
+ * filter in its L1 cache instead of missing once per free.  Folding in the
+ * bits above 1 MiB spreads page-aligned (mmap'ed) blocks over all bytes. */
+static inline uint32_t
+ps_livetab_filter_index(const void *p)
+{
+	uintptr_t g = (uintptr_t)p >> 4;
+
+	return (uint32_t)(g ^ (g >> 16)) & (PS_LIVE_FILTER - 1);
+}
+
+static inline int
+ps_livetab_filter_hit(const _Atomic uint8_t *filter, const void *p)
+{
+	return atomic_load_explicit(&filter[ps_livetab_filter_index(p)], memory_order_relaxed) != 0;
+}
+
 static inline int
 ps_livetab_remove(struct ps_livetab *t, const void *p)
 {
 	if (PS_LIKELY(atomic_load_explicit(&t->live, memory_order_relaxed) == 0))
 		return 0;
-	if (PS_LIKELY(atomic_load_explicit(&t->filter[ps_livetab_bucket(p, PS_LIVE_FILTER)],
-					   memory_order_relaxed) == 0))
+	if (PS_LIKELY(!ps_livetab_filter_hit(t->filter, p)))
 		return 0;
 	return ps_livetab_remove_slow(t, p);
 }

@@ -185,6 +185,35 @@ START_TEST(livetab_full_counts_drop)
 }
 END_TEST
 
+/* The free hook forwards a block untouched when its filter byte is clear:
+ * the filter must never clear a live sampled block (in-use would keep a
+ * freed block), and it must clear again once the blocks are gone. */
+START_TEST(livetab_filter_never_clears_a_live_block_and_clears_after_removal)
+{
+	struct ps_livetab t;
+	uintptr_t base = 0x7f0000000000u;
+	uint32_t i, set = 0;
+
+	ck_assert_int_eq(ps_livetab_init(&t), 0);
+	/* 3000 blocks spread over 64 MiB: many share a filter byte. */
+	for (i = 0; i < 3000; i++)
+		ck_assert_int_eq(ps_livetab_insert(&t, (void *)(base + (uintptr_t)i * 22336), 1, 1, 1),
+				 0);
+	for (i = 0; i < 3000; i++)
+		ck_assert(ps_livetab_filter_hit(t.filter, (void *)(base + (uintptr_t)i * 22336)));
+	for (i = 0; i < PS_LIVE_FILTER; i++)
+		set += atomic_load(&t.filter[i]) != 0;
+	ck_assert_uint_le(set, 3000);
+	for (i = 0; i < 3000; i++)
+		ck_assert_int_eq(ps_livetab_remove(&t, (void *)(base + (uintptr_t)i * 22336)), 1);
+	for (i = 0; i < PS_LIVE_FILTER; i++)
+		ck_assert_uint_eq(atomic_load(&t.filter[i]), 0);
+	/* Neighbouring 16-byte granules share a cache line of the filter. */
+	ck_assert_uint_eq(ps_livetab_filter_index((void *)(base + 0x1230)) / 64,
+			  ps_livetab_filter_index((void *)(base + 0x1230 + 16 * 7)) / 64);
+}
+END_TEST
+
 START_TEST(alloc_weight_unbiases_by_size)
 {
 	uint64_t mean = 524288;
@@ -218,6 +247,7 @@ main(void)
 	tcase_add_test(tc, livetab_insert_remove_and_each);
 	tcase_add_test(tc, livetab_take_returns_the_entry);
 	tcase_add_test(tc, livetab_full_counts_drop);
+	tcase_add_test(tc, livetab_filter_never_clears_a_live_block_and_clears_after_removal);
 	tcase_add_test(tc, alloc_weight_unbiases_by_size);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
