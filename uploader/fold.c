@@ -223,22 +223,30 @@ add_line(struct ps_fold *f, const struct ps_src_frame *sf)
 
 /* ---- mappings ---------------------------------------------------------- */
 
-/* The mapping of ip + 1, or 0 when ip is in no known object. */
-static uint32_t
-map_for(struct ps_fold *f, uintptr_t ip)
+/* The mapping of ip into *map (index + 1, 0 when ip is in no mapped
+ * region).  Returns 0, or -ENOMEM (nothing is kept: a later pass asks
+ * again). */
+static int
+map_for(struct ps_fold *f, uintptr_t ip, uint32_t *map)
 {
 	struct ps_map_info mi;
 	struct ps_fold_map *m;
 	uint32_t i;
+	int rc = ps_symbols_mapping(f->syms, ip, &mi);
 
-	if (ps_symbols_mapping(f->syms, ip, &mi))
+	*map = 0;
+	if (rc == -ENOMEM)
+		return rc;
+	if (rc)
 		return 0;
 	for (i = 0; i < f->nmaps; i++)
 		if (f->maps[i].start == mi.start && f->maps[i].limit == mi.limit &&
-		    f->maps[i].offset == mi.offset && !strcmp(f->names[f->maps[i].file], mi.file))
-			return i + 1;
+		    f->maps[i].offset == mi.offset && !strcmp(f->names[f->maps[i].file], mi.file)) {
+			*map = i + 1;
+			return 0;
+		}
 	if (grow(&f->maps, &f->maps_cap, f->nmaps + 1, MAX_MAPS, sizeof(*f->maps)))
-		return 0;
+		return -ENOMEM;
 	m = &f->maps[f->nmaps];
 	memset(m, 0, sizeof(*m));
 	m->start = mi.start;
@@ -246,8 +254,9 @@ map_for(struct ps_fold *f, uintptr_t ip)
 	m->offset = mi.offset;
 	m->has_functions = (uint8_t)mi.has_functions;
 	if (intern(f, mi.file, &m->file) || intern(f, mi.build_id, &m->build_id))
-		return 0;
-	return ++f->nmaps;
+		return -ENOMEM;
+	*map = ++f->nmaps;
+	return 0;
 }
 
 /* ---- locations --------------------------------------------------------- */
@@ -305,11 +314,12 @@ loc_for(struct ps_fold *f, uintptr_t ip, uint32_t *id)
 	kind = ps_symbols_lookup(f->syms, ip, name, sizeof(name));
 	if (kind == PS_SYM_SHIM)
 		return 0;
+	/* Out of memory: no location is made, so the slot stays unmapped and
+	 * the next pass names it for good. */
+	if (kind == -ENOMEM || map_for(f, ip, &map))
+		return -ENOMEM;
 	if (kind < 0)
 		snprintf(name, sizeof(name), "[unknown]+0x%lx", (unsigned long)ip);
-	/* An address in no object (JIT code, anonymous memory) still gets
-	 * a location, with no mapping and no source lines. */
-	map = map_for(f, ip);
 	if (new_loc(f, ip, map, name, id))
 		return -ENOMEM;
 	if (index_add(f, &x, ps_hash_mix(ip), *id, f->nlocs))
@@ -447,7 +457,7 @@ ps_fold_init(struct ps_fold *f, uint32_t nslots, uintptr_t skip_lo, uintptr_t sk
 	}
 	/* The executable's code first (its entry point is in it), so that it
 	 * is the first Mapping of every profile that samples it. */
-	(void)map_for(f, (uintptr_t)getauxval(AT_ENTRY));
+	(void)map_for(f, (uintptr_t)getauxval(AT_ENTRY), &empty);
 	return 0;
 }
 

@@ -367,7 +367,10 @@ rescan(struct ps_modules *s)
 		watched = 0;
 		keep_learned(s, &sc);
 	}
+	s->err = sc.err == -ENOMEM ? -ENOMEM : 0;
 	if (sc.err) {
+		/* Out of memory: walk again at the next find, not in a second. */
+		s->stale = s->err != 0;
 		modules_free(sc.v, sc.n);
 		return sc.err;
 	}

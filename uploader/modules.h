@@ -41,6 +41,9 @@ struct ps_modules {
 				 * moved: the caller's cached names may be wrong */
 	uint64_t last_scan;     /* CLOCK_MONOTONIC ns of the last scan */
 	uint64_t scans;         /* object-list walks, for the stats */
+	int err;                /* -ENOMEM while the last walk failed: an ip in
+				 * no object may be in one it missed (the next
+				 * find walks again) */
 };
 
 /* The object that contains ip, re-reading the list if due; NULL if none. */

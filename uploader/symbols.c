@@ -253,25 +253,29 @@ put_func(struct ps_symbols *s, const char *raw)
 		*at = '\0';
 }
 
-static void
+static int
 load_module(struct ps_symbols *s, struct ps_module *m)
 {
+	int rc;
+
 	s->st.files++;
-	if (ps_elf_load(m->path, m->phdr, m->phnum, &m->tab) == 0)
-		m->state = PS_MOD_READY;
-	else
-		m->state = PS_MOD_NOFILE;
+	rc = ps_elf_load(m->path, m->phdr, m->phnum, &m->tab);
+	/* Out of memory is not the file's fault: read it again next time. */
+	m->state = rc == 0 ? PS_MOD_READY : rc == -ENOMEM ? PS_MOD_NEW : PS_MOD_NOFILE;
+	return rc == -ENOMEM ? rc : 0;
 }
 
-/* Name ip, which m contains, into s->scratch.  Returns PS_SYM_*. */
+/* Name ip, which m contains, into s->scratch.  Returns PS_SYM_*, or
+ * -ENOMEM when the object's symbols could not be read for want of memory
+ * (nothing is cached then, so a later look-up tries again). */
 static int
 resolve(struct ps_symbols *s, struct ps_module *m, uintptr_t ip)
 {
 	const struct ps_sym *sym;
 	Dl_info di;
 
-	if (m->state == PS_MOD_NEW)
-		load_module(s, m);
+	if (m->state == PS_MOD_NEW && load_module(s, m))
+		return -ENOMEM;
 	if (m->state == PS_MOD_READY) {
 		sym = ps_elf_find_sym(&m->tab, ip - m->bias);
 		if (sym) {
@@ -300,7 +304,8 @@ resolve_cached(struct ps_symbols *s, struct ps_module *m, uintptr_t ip)
 		return (int)e->kind;
 	}
 	kind = resolve(s, m, ip);
-	cache_put(s, ip, s->scratch, kind);
+	if (kind >= 0)
+		cache_put(s, ip, s->scratch, kind);
 	return kind;
 }
 
@@ -361,6 +366,8 @@ ps_symbols_lookup(struct ps_symbols *s, uintptr_t ip, char *buf, size_t len)
 		return (int)e->kind;
 	}
 	m = find_module(s, ip);
+	if (!m && s->mods.err)
+		return s->mods.err;     /* the object list is incomplete */
 	if (!m) {
 		/* Not cached: a later rescan may find an object for it. */
 		put_offset(s, "[unknown]", ip);
@@ -481,14 +488,16 @@ ps_symbols_mapping(struct ps_symbols *s, uintptr_t ip, struct ps_map_info *out)
 		return -EINVAL;
 	memset(out, 0, sizeof(*out));
 	m = find_module(s, ip);
+	if (!m && s->mods.err)
+		return s->mods.err;
 	if (!m) {
 		/* JIT code or anonymous memory: the region it is in. */
 		out->file = s->region;
 		return ps_modules_region(ip, &out->start, &out->limit, &out->offset, s->region,
 					 sizeof(s->region));
 	}
-	if (m->state == PS_MOD_NEW)
-		load_module(s, m);
+	if (m->state == PS_MOD_NEW && load_module(s, m))
+		return -ENOMEM;
 	out->start = m->lo;
 	out->limit = m->hi;
 	for (i = 0; m->phdr && i < m->phnum; i++) {

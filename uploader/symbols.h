@@ -69,11 +69,14 @@ void ps_symbols_free(struct ps_symbols *s);
  *                   ip - load bias, lowercase hex), or "[unknown]+0xip" when
  *                   no object contains it;
  *   PS_SYM_SHIM     ip is in the skip range (buf holds "[pyroshim]");
+ *   -ENOMEM         the object list or the object's symbols could not be
+ *                   read for want of memory; nothing is cached, so a later
+ *                   call answers for good;
  *   -EINVAL         s or buf is NULL or len is 0.
  * An ip in no known object makes the object list be re-read, at most once a
  * second (or at once after ps_symbols_invalidate), so a garbage IP cannot
- * cause a scan per lookup.  Allocation failures degrade to PS_SYM_UNKNOWN
- * results rather than errors.
+ * cause a scan per lookup (a walk that ran out of memory is retried at the
+ * next look-up).
  * Context: the owner, uploader thread; takes the loader lock, reads files,
  * allocates. */
 int ps_symbols_lookup(struct ps_symbols *s, uintptr_t ip, char *buf, size_t len);
