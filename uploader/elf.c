@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "shim/gopclntab.h"
 #include "uploader/symbols.h"
 
 #define MAX_SECTIONS  (1u << 20)     /* section headers accepted per file */
@@ -102,6 +103,33 @@ find_section(const struct elf *e, uint32_t type)
 	for (i = 0; i < e->shnum; i++)
 		if (e->sh[i].sh_type == type)
 			return &e->sh[i];
+	return NULL;
+}
+
+static const char *str_at(const struct elf *e, const ElfW(Shdr) *strs, uint64_t off);
+
+/* The section called name (".gopclntab"), or NULL. */
+static const ElfW(Shdr) *
+find_section_named(const struct elf *e, const char *name)
+{
+	const ElfW(Ehdr) *eh = (const void *)e->p;
+	const ElfW(Shdr) *strs;
+	const char *s;
+	size_t i, ndx = eh->e_shstrndx;
+
+	/* With 0xffff or more sections, the index is in section 0. */
+	if (ndx == SHN_XINDEX)
+		ndx = e->sh[0].sh_link;
+	if (ndx == SHN_UNDEF || ndx >= e->shnum)
+		return NULL;
+	strs = &e->sh[ndx];
+	if (strs->sh_type != SHT_STRTAB || !in_file(e, strs->sh_offset, strs->sh_size, 1))
+		return NULL;
+	for (i = 0; i < e->shnum; i++) {
+		s = str_at(e, strs, e->sh[i].sh_name);
+		if (s && !strcmp(s, name))
+			return &e->sh[i];
+	}
 	return NULL;
 }
 
@@ -193,6 +221,40 @@ collect(const struct elf *e, const ElfW(Shdr) *ss, struct ps_symtab *t)
 		rc = push_sym(t, sym[i].st_value, sym[i].st_size ? sym[i].st_size : room,
 			      (sym[i].st_size ? PS_SYM_SIZED : 0) |
 			      (ELF64_ST_BIND(sym[i].st_info) != STB_LOCAL ? PS_SYM_GLOBAL : 0), name);
+		if (rc == -E2BIG)
+			return 0;
+		if (rc < 0)
+			return rc;
+	}
+	return 0;
+}
+
+/* Add the Go functions of .gopclntab (a Go binary built with -ldflags=-s
+ * keeps it when .symtab goes).  Entry addresses count from .text, whose
+ * address is the section header's: the table's own textStart word may be
+ * unrelocated (debug/gosym does the same).  A missing or malformed table
+ * adds nothing.  Returns 0 or -ENOMEM. */
+static int
+collect_go(const struct elf *e, struct ps_symtab *t)
+{
+	const ElfW(Shdr) *pcln = find_section_named(e, ".gopclntab");
+	const ElfW(Shdr) *text = find_section_named(e, ".text");
+	struct ps_gopcln g;
+	uint64_t lo, len;
+	const char *name;
+	uint32_t i;
+	int rc;
+
+	if (!pcln || !text || pcln->sh_type != SHT_PROGBITS ||
+	    !in_file(e, pcln->sh_offset, pcln->sh_size, 1) ||
+	    ps_gopcln_open(&g, e->p + pcln->sh_offset, pcln->sh_size, text->sh_addr) != 0)
+		return 0;
+	for (i = 0; i < g.nfunc && t->n < MAX_SYMS; i++) {
+		name = ps_gopcln_name(&g, i);
+		ps_gopcln_range(&g, i, &lo, &len);
+		if (!name || !name[0] || len == 0)
+			continue;
+		rc = push_sym(t, lo, len, PS_SYM_SIZED | PS_SYM_GLOBAL, name);
 		if (rc == -E2BIG)
 			return 0;
 		if (rc < 0)
@@ -310,7 +372,7 @@ load_file_at(const char *path, const ElfW(Phdr) *mem, uint32_t phnum, struct ps_
 	struct elf e = { 0 };
 	struct stat sb;
 	void *p;
-	int fd, rc;
+	int fd, rc, go;
 
 	/* O_NONBLOCK: a FIFO put in a file's place must not block the exit. */
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
@@ -341,7 +403,12 @@ load_file_at(const char *path, const ElfW(Phdr) *mem, uint32_t phnum, struct ps_
 			t->names = (struct ps_buf)PS_BUF_INIT(MAX_SYMNAMES);
 		}
 	}
-	if (rc == 0 && t->n == 0)
+	/* A stripped Go binary: its function table names the Go code, and
+	 * .dynsym (added below) what it exports. */
+	go = rc == 0 && t->n == 0;
+	if (go)
+		rc = collect_go(&e, t);
+	if (rc == 0 && (t->n == 0 || go))
 		rc = collect(&e, find_section(&e, SHT_DYNSYM), t);
 	munmap(p, e.size);
 	if (rc < 0) {

@@ -7,12 +7,14 @@ its CPU time, and Go's own runtime/pprof must keep working beside the
 shim.  Profiles are read with `go tool pprof`."""
 import glob
 import os
+import subprocess
 import time
 import unittest
 
 from common import PROG, ShimTest, clean_env, have_go, pprof_raw, run
 
 GOGEN = os.path.join(PROG, "gogen")
+GOGEN_STRIPPED = os.path.join(PROG, "gogen-stripped")  # go build -ldflags=-s
 EVENTS = "150000"  # ~2-3 CPU-s over two goroutines on this machine
 
 
@@ -76,6 +78,25 @@ class GoProgram(ShimTest):
         total = sum(v[types.index("cpu")] for v, _ in samples) / 1e9
         cpu = rates[1][1].cpu
         self.assertAlmostEqual(total, cpu, delta=0.15 * cpu)
+
+    @unittest.skipUnless(os.path.exists(GOGEN_STRIPPED), "no gogen-stripped")
+    def test_stripped_binary_is_named_from_its_function_table(self):
+        # -ldflags=-s drops .symtab; the names come from .gopclntab.  Read
+        # with pprof's own -top, symbolization off: the names are the
+        # profile's.  Without the table, every Go frame would be an
+        # address ("gogen-stripped+0x...") and .dynsym names none of these.
+        base = run([GOGEN_STRIPPED, EVENTS], clean_env(preload=False))
+        r = run([GOGEN_STRIPPED, EVENTS], clean_env({"PYROSCOPE_OUTPUT_DIR": self.out}))
+        self.assertEqual((r.rc, r.out, r.err), (base.rc, base.out, b""))
+        files = self.profile("gogen-stripped")
+        self.assertEqual(len(files), 1, self.files())
+        p = subprocess.run(["go", "tool", "pprof", "-symbolize=none", "-top", "-nodecount=100000",
+                            files[0]], capture_output=True, timeout=120)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        top = p.stdout.decode()
+        for want in ("main.work", "main.roundTrip", "encoding/json.Marshal",
+                     "runtime.mallocgc", "runtime.goexit"):
+            self.assertIn(want, top)
 
 
 if __name__ == "__main__":
