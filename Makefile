@@ -59,7 +59,7 @@ CORE_OBJ = $(filter-out build/shim/hook_%.o build/init/init.o,$(LIB_OBJ))
 TESTS    = $(patsubst test/%.c,build/test/%,$(wildcard test/check_*.c))
 PROGS    = $(patsubst test/prog/%.c,build/prog/%,$(wildcard test/prog/*.c)) \
            $(patsubst test/prog/%.cc,build/prog/%,$(wildcard test/prog/*.cc))
-PROGS   += build/prog/gogen build/prog/gogen-stripped
+PROGS   += build/prog/gogen build/prog/gogen-stripped build/prog/goleaf
 EXAMPLES = $(patsubst examples/%.c,examples/%,$(wildcard examples/*.c))
 
 SO = shim/libpyroshim.so
@@ -123,6 +123,11 @@ build/prog/gogen-stripped: test/prog/gogen/main.go test/prog/gogen/go.mod
 	@mkdir -p build/prog
 	if command -v go >/dev/null; then \
 		cd test/prog/gogen && $(GO_ENV) go build -ldflags=-s -o $(CURDIR)/$@ . ; fi
+# A hot frameless Go leaf (test_go.py: the leaf's samples keep its caller).
+build/prog/goleaf: test/prog/goleaf/main.go test/prog/goleaf/go.mod
+	@mkdir -p build/prog
+	if command -v go >/dev/null; then \
+		cd test/prog/goleaf && $(GO_ENV) go build -o $(CURDIR)/$@ . ; fi
 
 examples/generator: examples/generator.c
 	$(CC) -D_GNU_SOURCE -std=c11 -O2 -g $(WARN) $< -o $@ -lm

@@ -3,6 +3,7 @@
 #define UNW_LOCAL_ONLY
 #include "shim/unwind.h"
 #include "shim/ehframe.h"
+#include "shim/gostack.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -162,6 +163,8 @@ ps_unwind_init(void)
 	if (rc)
 		return -ENOSYS;
 	unw.loaded = 1;
+	/* Go leaves' frames, before any timer is armed. */
+	(void)ps_gostack_init();
 	/* The first capture runs libunwind's one-time initialisation, which
 	 * takes a lock: do it here, never in the handler. */
 	ps_unwind_here(ips, 8);
@@ -200,6 +203,30 @@ walk(unw_cursor_t *cur, uintptr_t *ips, int max, int exact_leaf)
 	return n;
 }
 
+/* Walk with libunwind from r, a call frame (not a signal frame): the
+ * caller of a Go leaf that ps_gostack_leaf stepped over.  ips[0] is
+ * r->ip - 1, as every return address.  The rest of uc is the interrupted
+ * context.  Returns the depth (>= 0). */
+PS_SIGSAFE static int
+walk_from(const ucontext_t *uc, const struct ps_frame_regs *r, uintptr_t *ips, int max)
+{
+	ucontext_t c = *uc;
+	unw_cursor_t cur;
+	int n = 0;
+
+	c.uc_mcontext.gregs[REG_RIP] = (greg_t)r->ip;
+	c.uc_mcontext.gregs[REG_RSP] = (greg_t)r->sp;
+	c.uc_mcontext.gregs[REG_RBP] = (greg_t)r->bp;
+	if (enter())
+		return 0;
+	t_active = 1;
+	if (unw.init_local2(&cur, (unw_context_t *)&c, 0) == 0)
+		n = walk(&cur, ips, max, 0);
+	t_active = 0;
+	leave();
+	return n;
+}
+
 PS_SIGSAFE int
 ps_unwind_signal(void *ucontext, uintptr_t *ips, int max)
 {
@@ -214,6 +241,10 @@ ps_unwind_signal(void *ucontext, uintptr_t *ips, int max)
 	r.ip = ips[0];
 	r.sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
 	r.bp = (uintptr_t)uc->uc_mcontext.gregs[REG_RBP];
+	/* A Go leaf without its own frame: step to its caller by the Go
+	 * function table, then walk from there. */
+	if (ps_gostack_leaf(&r))
+		return 1 + walk_from(uc, &r, ips + 1, max - 1);
 	/* The fast path, when the thread is on its own stack (not on an
 	 * alternate signal stack, whose bounds we do not know). */
 	if (r.sp >= t_stack_lo && r.sp < t_stack_hi) {

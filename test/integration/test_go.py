@@ -15,6 +15,7 @@ from common import PROG, ShimTest, clean_env, have_go, pprof_raw, run
 
 GOGEN = os.path.join(PROG, "gogen")
 GOGEN_STRIPPED = os.path.join(PROG, "gogen-stripped")  # go build -ldflags=-s
+GOLEAF = os.path.join(PROG, "goleaf")
 EVENTS = "150000"  # ~2-3 CPU-s over two goroutines on this machine
 
 
@@ -97,6 +98,31 @@ class GoProgram(ShimTest):
         for want in ("main.work", "main.roundTrip", "encoding/json.Marshal",
                      "runtime.mallocgc", "runtime.goexit"):
             self.assertIn(want, top)
+
+    @unittest.skipUnless(os.path.exists(GOLEAF), "no goleaf")
+    def test_frameless_leaf_keeps_its_caller(self):
+        # goleaf spends ~99 % of its time in main.mix, a leaf with no frame
+        # (it never saves BP): a frame-pointer walk from inside it reads
+        # its caller's BP and skips main.spin.  The Go function table's SP
+        # delta finds mix's return address instead.  Measured on this
+        # machine: before, 0 of 487 samples in mix reached spin; after, all
+        # of them.  Over ~2 CPU-s (the kernel's 250 Hz tick caps the 1000
+        # Hz asked) there are about 490 samples in mix, so "> 99 %" allows
+        # 4 misses where the old walk missed every one.
+        base = run([GOLEAF, "20000000"], clean_env(preload=False))
+        r = run([GOLEAF, "20000000"], clean_env({"PYROSCOPE_OUTPUT_DIR": self.out,
+                                                 "PYROSCOPE_SAMPLE_RATE": "1000"}))
+        self.assertEqual((r.rc, r.out, r.err), (base.rc, base.out, b""))
+        files = self.profile("goleaf")
+        self.assertEqual(len(files), 1, self.files())
+        types, samples = samples_of(files[0])
+        n = types.index("samples")
+        # pprof -raw lists frames leaf first.
+        in_mix = [(v[n], frames) for v, frames in samples if frames and frames[0] == "main.mix"]
+        total = sum(c for c, _ in in_mix)
+        kept = sum(c for c, frames in in_mix if frames[1:2] == ["main.spin"])
+        self.assertGreater(total, 200, samples)
+        self.assertGreater(kept, 0.99 * total, [f for _, f in in_mix if f[1:2] != ["main.spin"]][:5])
 
 
 if __name__ == "__main__":
