@@ -124,7 +124,7 @@ build/prog/gogen-stripped: test/prog/gogen/main.go test/prog/gogen/go.mod
 	if command -v go >/dev/null; then \
 		cd test/prog/gogen && $(GO_ENV) go build -ldflags=-s -o $(CURDIR)/$@ . ; fi
 # A hot frameless Go leaf (test_go.py: the leaf's samples keep its caller).
-build/prog/goleaf: test/prog/goleaf/main.go test/prog/goleaf/go.mod
+build/prog/goleaf: test/prog/goleaf/main.go test/prog/goleaf/clobber_amd64.s test/prog/goleaf/go.mod
 	@mkdir -p build/prog
 	if command -v go >/dev/null; then \
 		cd test/prog/goleaf && $(GO_ENV) go build -o $(CURDIR)/$@ . ; fi

@@ -33,6 +33,10 @@
 static struct goobj {
 	uintptr_t lo, hi;               /* the text the table covers */
 	struct ps_gopcln tab;           /* in the object's loaded image */
+	/* runtime.asyncPreempt and runtime.sigpanic: the runtime's signal
+	 * handler makes the interrupted code "call" them, so the frame
+	 * under theirs was interrupted anywhere, as a leaf is. */
+	uintptr_t inj_lo[2], inj_hi[2];
 } objs[MAX_GO_OBJECTS];
 static int nobjs;
 
@@ -132,6 +136,28 @@ in_segment(const struct dl_phdr_info *info, uint64_t addr, uint64_t len)
 	return 0;
 }
 
+/* The ranges of the functions the runtime injects calls to. */
+static void
+find_injected(struct goobj *o)
+{
+	static const char *const names[2] = { "runtime.asyncPreempt", "runtime.sigpanic" };
+	const char *name;
+	uint64_t lo, len;
+	uint32_t i;
+	int k;
+
+	for (i = 0; i < o->tab.nfunc; i++) {
+		name = ps_gopcln_name(&o->tab, i);
+		for (k = 0; name && k < 2; k++) {
+			if (strcmp(name, names[k]) == 0) {
+				ps_gopcln_range(&o->tab, i, &lo, &len);
+				o->inj_lo[k] = lo;
+				o->inj_hi[k] = lo + len;
+			}
+		}
+	}
+}
+
 static int
 add_object(struct dl_phdr_info *info, size_t size, void *data)
 {
@@ -165,6 +191,7 @@ add_object(struct dl_phdr_info *info, size_t size, void *data)
 	ps_gopcln_range(&o->tab, o->tab.nfunc - 1, &lo, &len);
 	o->lo = info->dlpi_addr + text;
 	o->hi = lo + len;
+	find_injected(o);
 	nobjs++;
 	return 0;
 }
@@ -177,29 +204,75 @@ ps_gostack_init(void)
 	return nobjs;
 }
 
-/* One word of the interrupted stack, read by the kernel: an unreadable
- * address fails with EFAULT instead of faulting here. */
-PS_SIGSAFE static int
-read_word(uintptr_t addr, uintptr_t *out)
-{
-	struct iovec local = { out, sizeof(*out) }, remote = { (void *)addr, sizeof(*out) };
+/* Pages of the interrupted stack known to be readable in this walk.  A
+ * word is read directly when its page is one of them; otherwise the
+ * kernel reads it (process_vm_readv fails with EFAULT where a load would
+ * fault), and its page joins the set.  Mapping permissions are per page,
+ * and the pages of a stack in use by the interrupted thread cannot be
+ * unmapped while its handler runs.  A goroutine's frames span a few pages,
+ * so a walk makes a few system calls, not one per frame. */
+#define PAGE 4096u
+#define KNOWN_PAGES 8
+struct pages {
+	uintptr_t page[KNOWN_PAGES];
+	unsigned n;                     /* pages added; the set holds the last 8 */
+};
 
-	return process_vm_readv(getpid(), &local, 1, &remote, 1, 0) == (ssize_t)sizeof(*out) ? 0 : -1;
+PS_SIGSAFE static int
+load(struct pages *pg, uintptr_t addr, uintptr_t *out)
+{
+	uintptr_t page = addr & ~(uintptr_t)(PAGE - 1);
+	struct iovec local = { out, sizeof(*out) }, remote = { (void *)addr, sizeof(*out) };
+	unsigned i;
+
+	/* Aligned: the word does not straddle two pages. */
+	if (addr & (sizeof(*out) - 1))
+		return -1;
+	for (i = 0; i < pg->n && i < KNOWN_PAGES; i++) {
+		if (pg->page[i] == page) {
+			*out = *(const uintptr_t *)addr;
+			return 0;
+		}
+	}
+	if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) != (ssize_t)sizeof(*out))
+		return -1;
+	pg->page[pg->n++ % KNOWN_PAGES] = page;
+	return 0;
 }
 
-PS_SIGSAFE int
-ps_gostack_leaf(struct ps_frame_regs *r)
+/* The Go object whose text holds ip, or NULL. */
+PS_SIGSAFE static const struct goobj *
+go_object(uintptr_t ip)
 {
-	const struct goobj *o = NULL;
-	uintptr_t ra;
-	int32_t delta;
-	int i, f;
+	int i;
 
 	for (i = 0; i < nobjs; i++)
-		if (r->ip >= objs[i].lo && r->ip < objs[i].hi)
-			o = &objs[i];
-	if (!o)
-		return 0;
+		if (ip >= objs[i].lo && ip < objs[i].hi)
+			return &objs[i];
+	return NULL;
+}
+
+/* Is ra a return address into code: Go text, or an object the dynamic
+ * loader knows (found lock-free)?  A "return address" read from a bad
+ * frame is usually neither, and ends the walk instead of becoming a
+ * frame. */
+PS_SIGSAFE static int
+is_code(uintptr_t ra)
+{
+	struct dl_find_object f;
+
+	return ra != 0 && (go_object(ra) || _dl_find_object((void *)(ra - 1), &f) == 0);
+}
+
+/* If the leaf at r->ip has no frame of its own, step r to its caller (see
+ * gostack.h).  Returns 1 when stepped, else 0. */
+PS_SIGSAFE static int
+leaf_step(const struct goobj *o, struct ps_frame_regs *r, struct pages *pg)
+{
+	uintptr_t ra;
+	int32_t delta;
+	int f;
+
 	f = ps_gopcln_find(&o->tab, r->ip);
 	if (f < 0 || ps_gopcln_spdelta(&o->tab, (uint32_t)f, r->ip, &delta) != 0)
 		return 0;
@@ -207,10 +280,58 @@ ps_gostack_leaf(struct ps_frame_regs *r)
 	 * address and points BP there. */
 	if (delta >= 8 && r->bp == r->sp + (uintptr_t)delta - 8)
 		return 0;
-	if (r->sp > UINTPTR_MAX - (uintptr_t)delta - 8 || read_word(r->sp + (uintptr_t)delta, &ra) ||
-	    ra == 0)
+	if (r->sp > UINTPTR_MAX - (uintptr_t)delta - 8 || load(pg, r->sp + (uintptr_t)delta, &ra) ||
+	    !is_code(ra))
 		return 0;
 	r->ip = ra;
 	r->sp += (uintptr_t)delta + 8;
 	return 1;
+}
+
+/* Is ip in a function the runtime injects calls to? */
+PS_SIGSAFE static int
+injected(const struct goobj *o, uintptr_t ip)
+{
+	return (ip >= o->inj_lo[0] && ip < o->inj_hi[0]) || (ip >= o->inj_lo[1] && ip < o->inj_hi[1]);
+}
+
+PS_SIGSAFE int
+ps_gostack_walk(const struct ps_frame_regs *start, uintptr_t *ips, int max,
+		struct ps_frame_regs *rest)
+{
+	const struct goobj *o = go_object(start->ip);
+	struct ps_frame_regs r = *start;
+	/* The interrupted SP's page: the stack the thread was using. */
+	struct pages pg = { { start->sp & ~(uintptr_t)(PAGE - 1) }, 1 };
+	uintptr_t next_bp, ra, from;
+	int n = 0, exact;
+
+	rest->ip = 0;
+	if (!o || max < 1)
+		return 0;
+	ips[n++] = r.ip;
+	/* exact: r.ip is where the code was interrupted (the leaf, or the
+	 * frame under an injected call), so its frame may not be set up. */
+	for (exact = 1; n < max; exact = injected(o, from)) {
+		o = go_object(r.ip);
+		if (!o) {
+			*rest = r;              /* C code: the caller walks on */
+			break;
+		}
+		from = r.ip;
+		if (!exact || !leaf_step(o, &r, &pg)) {
+			/* By frame pointer.  Frames only go up the stack: a BP
+			 * below SP, misaligned or unreadable, ends the walk (0
+			 * ends a goroutine's chain), as does a return address
+			 * into no code. */
+			if (r.bp < r.sp || load(&pg, r.bp, &next_bp) || load(&pg, r.bp + 8, &ra) ||
+			    !is_code(ra))
+				break;
+			r.sp = r.bp + 16;
+			r.bp = next_bp;
+			r.ip = ra;
+		}
+		ips[n++] = injected(o, from) ? r.ip : r.ip - 1;
+	}
+	return n;
 }

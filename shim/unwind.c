@@ -203,8 +203,8 @@ walk(unw_cursor_t *cur, uintptr_t *ips, int max, int exact_leaf)
 	return n;
 }
 
-/* Walk with libunwind from r, a call frame (not a signal frame): the
- * caller of a Go leaf that ps_gostack_leaf stepped over.  ips[0] is
+/* Walk with libunwind from r, a call frame (not a signal frame): the C
+ * code under Go frames that ps_gostack_walk walked.  ips[0] is
  * r->ip - 1, as every return address.  The rest of uc is the interrupted
  * context.  Returns the depth (>= 0). */
 PS_SIGSAFE static int
@@ -231,7 +231,7 @@ PS_SIGSAFE int
 ps_unwind_signal(void *ucontext, uintptr_t *ips, int max)
 {
 	const ucontext_t *uc = ucontext;
-	struct ps_frame_regs r;
+	struct ps_frame_regs r, rest;
 	unw_cursor_t cur;
 	int n;
 
@@ -241,10 +241,14 @@ ps_unwind_signal(void *ucontext, uintptr_t *ips, int max)
 	r.ip = ips[0];
 	r.sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
 	r.bp = (uintptr_t)uc->uc_mcontext.gregs[REG_RBP];
-	/* A Go leaf without its own frame: step to its caller by the Go
-	 * function table, then walk from there. */
-	if (ps_gostack_leaf(&r))
-		return 1 + walk_from(uc, &r, ips + 1, max - 1);
+	/* Go code: by frame pointer (shim/gostack.c), and C code below it
+	 * (cgo, libc) by libunwind. */
+	n = ps_gostack_walk(&r, ips, max, &rest);
+	if (n > 0) {
+		if (rest.ip && n < max)
+			n += walk_from(uc, &rest, ips + n, max - n);
+		return n;
+	}
 	/* The fast path, when the thread is on its own stack (not on an
 	 * alternate signal stack, whose bounds we do not know). */
 	if (r.sp >= t_stack_lo && r.sp < t_stack_hi) {

@@ -100,30 +100,44 @@ class GoProgram(ShimTest):
             self.assertIn(want, top)
 
     @unittest.skipUnless(os.path.exists(GOLEAF), "no goleaf")
-    def test_frameless_leaf_keeps_its_caller(self):
-        # goleaf spends ~99 % of its time in main.mix, a leaf with no frame
+    def test_frameless_leaf_keeps_its_caller_and_bad_frame_pointers_end_the_walk(self):
+        # goleaf spends most of its time in main.mix, a leaf with no frame
         # (it never saves BP): a frame-pointer walk from inside it reads
         # its caller's BP and skips main.spin.  The Go function table's SP
         # delta finds mix's return address instead.  Measured on this
         # machine: before, 0 of 487 samples in mix reached spin; after, all
         # of them.  Over ~2 CPU-s (the kernel's 250 Hz tick caps the 1000
         # Hz asked) there are about 490 samples in mix, so "> 99 %" allows
-        # 4 misses where the old walk missed every one.
+        # 4 misses where the old walk missed every one.  Samples that the
+        # runtime's asynchronous preemption catches in mix (with
+        # runtime.asyncPreempt above it) must keep spin too.
         base = run([GOLEAF, "20000000"], clean_env(preload=False))
         r = run([GOLEAF, "20000000"], clean_env({"PYROSCOPE_OUTPUT_DIR": self.out,
                                                  "PYROSCOPE_SAMPLE_RATE": "1000"}))
+        # Unchanged: the bad frame pointers below never made the handler
+        # fault.
         self.assertEqual((r.rc, r.out, r.err), (base.rc, base.out, b""))
         files = self.profile("goleaf")
         self.assertEqual(len(files), 1, self.files())
         types, samples = samples_of(files[0])
         n = types.index("samples")
         # pprof -raw lists frames leaf first.
-        in_mix = [(v[n], frames) for v, frames in samples if frames and frames[0] == "main.mix"]
+        in_mix = [(v[n], f[f.index("main.mix"):]) for v, f in samples if "main.mix" in f]
         total = sum(c for c, _ in in_mix)
         kept = sum(c for c, frames in in_mix if frames[1:2] == ["main.spin"])
         self.assertGreater(total, 200, samples)
         self.assertGreater(kept, 0.99 * total, [f for _, f in in_mix if f[1:2] != ["main.spin"]][:5])
-
+        # clobber spins with BP at a PROT_NONE page, an unmapped page, a
+        # misaligned address, heap data and the top of the address space
+        # (~250 samples): its caller is found by SP delta, and the walk
+        # ends there instead of reading on from BP (a few samples at its
+        # first and last instructions, where BP is still good, may go on).
+        bad = [(v[n], f) for v, f in samples if f and f[0].startswith("main.clobber")]
+        total = sum(c for c, _ in bad)
+        self.assertGreater(total, 50, samples)
+        self.assertTrue(all(f[1:2] == ["main.badFrames"] for _, f in bad), bad)
+        short = sum(c for c, f in bad if len(f) == 2)
+        self.assertGreater(short, 0.95 * total, bad)
 
 if __name__ == "__main__":
     unittest.main()
