@@ -104,7 +104,9 @@ find_sections(const char *path, uint64_t *pcln, uint64_t *pcln_size, uint64_t *t
 	for (i = 0; i < n; i++) {
 		if (sh[i].sh_name >= len)
 			continue;
-		if (!strcmp(names + sh[i].sh_name, ".gopclntab")) {
+		/* .data.rel.ro.gopclntab: its name in a PIE build. */
+		if (!strcmp(names + sh[i].sh_name, ".gopclntab") ||
+		    !strcmp(names + sh[i].sh_name, ".data.rel.ro.gopclntab")) {
 			*pcln = sh[i].sh_addr;
 			*pcln_size = sh[i].sh_size;
 			found |= 1;

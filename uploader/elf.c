@@ -245,6 +245,9 @@ collect_go(const struct elf *e, struct ps_symtab *t)
 	uint32_t i;
 	int rc;
 
+	/* Its name in a position-independent build (-buildmode=pie). */
+	if (!pcln)
+		pcln = find_section_named(e, ".data.rel.ro.gopclntab");
 	if (!pcln || !text || pcln->sh_type != SHT_PROGBITS ||
 	    !in_file(e, pcln->sh_offset, pcln->sh_size, 1) ||
 	    ps_gopcln_open(&g, e->p + pcln->sh_offset, pcln->sh_size, text->sh_addr) != 0)

@@ -15,7 +15,7 @@ from common import PROG, ShimTest, clean_env, have_go, pprof_raw, run
 
 GOGEN = os.path.join(PROG, "gogen")
 GOGEN_STRIPPED = os.path.join(PROG, "gogen-stripped")  # go build -ldflags=-s
-GOLEAF = os.path.join(PROG, "goleaf")
+GOLEAF = os.path.join(PROG, "goleaf")  # -buildmode=pie -ldflags=-s
 EVENTS = "150000"  # ~2-3 CPU-s over two goroutines on this machine
 
 

@@ -6,7 +6,9 @@
 // with BP pointing at unmapped memory, at a PROT_NONE page, at a
 // misaligned address and at data that is not a frame: the walk must end
 // there, never fault.  Linked dynamically (it imports net), as the shim
-// needs.  Its output depends only on its argument.
+// needs; built position-independent and stripped (-buildmode=pie
+// -ldflags=-s), so its names and SP deltas come from its function table
+// at a load bias.  Its output depends only on its argument.
 //
 // usage: goleaf ROUNDS
 package main
