@@ -124,12 +124,13 @@ build/prog/gogen-stripped: test/prog/gogen/main.go test/prog/gogen/go.mod
 	if command -v go >/dev/null; then \
 		cd test/prog/gogen && $(GO_ENV) go build -ldflags=-s -o $(CURDIR)/$@ . ; fi
 # A hot frameless Go leaf (test_go.py: the leaf's samples keep its caller),
-# position-independent and stripped: its function table is found at a load
-# bias, under its PIE name (.data.rel.ro.gopclntab), and names it.
-build/prog/goleaf: test/prog/goleaf/main.go test/prog/goleaf/clobber_amd64.s test/prog/goleaf/go.mod
+# with cgo code of its own (so linked by the C linker, which puts C start-up
+# code at the start of .text) and stripped: its function table names it.
+build/prog/goleaf: test/prog/goleaf/main.go test/prog/goleaf/clobber_amd64.s \
+		   test/prog/goleaf/cspin/cspin.go test/prog/goleaf/go.mod
 	@mkdir -p build/prog
 	if command -v go >/dev/null; then \
-		cd test/prog/goleaf && $(GO_ENV) go build -buildmode=pie -ldflags=-s -o $(CURDIR)/$@ . ; fi
+		cd test/prog/goleaf && $(GO_ENV) go build -ldflags=-s -o $(CURDIR)/$@ . ; fi
 
 examples/generator: examples/generator.c
 	$(CC) -D_GNU_SOURCE -std=c11 -O2 -g $(WARN) $< -o $@ -lm

@@ -86,6 +86,12 @@ ps_gopcln_open(struct ps_gopcln *t, const void *p, size_t size, uint64_t text)
 	return 0;
 }
 
+uint64_t
+ps_gopcln_header_text(const void *p, size_t size)
+{
+	return size >= HEADER_SIZE ? u64((const uint8_t *)p + 8 + 2 * 8) : 0;
+}
+
 PS_SIGSAFE int
 ps_gopcln_find(const struct ps_gopcln *t, uint64_t pc)
 {

@@ -21,8 +21,10 @@
  * (Go 1.20 inserted a field further on).  A pc-value table is a sequence
  * of (zig-zag varint value delta, varint pc delta * quantum) pairs from
  * the value -1 at the entry; a zero value delta after the first pair ends
- * it.  The textStart word is not used: it may be unrelocated in a file.
- * The caller gives the address of .text instead, as debug/gosym does.
+ * it.  The caller gives the text start: the textStart word
+ * (ps_gopcln_header_text) once checked to lie in .text -- in a file it may
+ * be unrelocated -- else the address of .text, which is the same in an
+ * internally linked binary (an external link puts C start-up code first).
  *
  * The table may come from a file that is truncated, corrupt or hostile:
  * ps_gopcln_open validates the header and the function table once (every
@@ -64,6 +66,10 @@ struct ps_gopcln {
  * a Go 1.18+ 64-bit table, or an offset, count or entry out of order or
  * out of bounds).  Reads only p[0..size).  O(nfunc). */
 int ps_gopcln_open(struct ps_gopcln *t, const void *p, size_t size, uint64_t text) PS_WUR;
+
+/* The header's textStart word of the table of size bytes at p, or 0.
+ * Not validated: the caller checks it against .text. */
+uint64_t ps_gopcln_header_text(const void *p, size_t size);
 
 /* The index of the function containing pc, or -1.  Binary search.
  * Async-signal-safe. */

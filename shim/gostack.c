@@ -77,9 +77,10 @@ read_at(int fd, void *buf, size_t len, uint64_t off)
 }
 
 /* From the file at path: the link-time address and size of .gopclntab and
- * the address of .text.  Returns 0, -errno of open, -EIO, or -ENOEXEC. */
+ * of .text.  Returns 0, -errno of open, -EIO, or -ENOEXEC. */
 static int
-find_sections(const char *path, uint64_t *pcln, uint64_t *pcln_size, uint64_t *text)
+find_sections(const char *path, uint64_t *pcln, uint64_t *pcln_size, uint64_t *text,
+	      uint64_t *text_size)
 {
 	static ElfW(Shdr) sh[MAX_SHDRS];        /* constructor only */
 	static char names[MAX_SHSTR + 1];
@@ -112,6 +113,7 @@ find_sections(const char *path, uint64_t *pcln, uint64_t *pcln_size, uint64_t *t
 			found |= 1;
 		} else if (!strcmp(names + sh[i].sh_name, ".text")) {
 			*text = sh[i].sh_addr;
+			*text_size = sh[i].sh_size;
 			found |= 2;
 		}
 	}
@@ -165,7 +167,8 @@ add_object(struct dl_phdr_info *info, size_t size, void *data)
 {
 	const char *path = info->dlpi_name;
 	struct goobj *o = &objs[nobjs];
-	uint64_t pcln = 0, pcln_size = 0, text = 0, lo, len;
+	uint64_t pcln = 0, pcln_size = 0, text = 0, text_size = 0, lo, len, start;
+	const void *tab;
 
 	(void)size;
 	(void)data;
@@ -177,21 +180,28 @@ add_object(struct dl_phdr_info *info, size_t size, void *data)
 		/* The program itself: by /proc, or by the name it was run as
 		 * (the working directory has not changed yet). */
 		path = "/proc/self/exe";
-		if (find_sections(path, &pcln, &pcln_size, &text) != 0) {
+		if (find_sections(path, &pcln, &pcln_size, &text, &text_size) != 0) {
 			path = (const char *)getauxval(AT_EXECFN);
-			if (!path || find_sections(path, &pcln, &pcln_size, &text) != 0)
+			if (!path || find_sections(path, &pcln, &pcln_size, &text, &text_size) != 0)
 				return 0;
 		}
-	} else if (find_sections(path, &pcln, &pcln_size, &text) != 0) {
+	} else if (find_sections(path, &pcln, &pcln_size, &text, &text_size) != 0) {
 		return 0;
 	}
 	if (!in_segment(info, pcln, pcln_size))
 		return 0;
-	if (ps_gopcln_open(&o->tab, (const void *)(info->dlpi_addr + pcln), pcln_size,
-			   info->dlpi_addr + text) != 0)
+	/* The text start: the table's own word, relocated in memory, when
+	 * it lies in .text (an external link puts C code first); else
+	 * .text's start (the same, in an internal link). */
+	tab = (const void *)(info->dlpi_addr + pcln);
+	start = ps_gopcln_header_text(tab, pcln_size);
+	text += info->dlpi_addr;
+	if (start < text || start - text >= text_size)
+		start = text;
+	if (ps_gopcln_open(&o->tab, tab, pcln_size, start) != 0)
 		return 0;
 	ps_gopcln_range(&o->tab, o->tab.nfunc - 1, &lo, &len);
-	o->lo = info->dlpi_addr + text;
+	o->lo = start;
 	o->hi = lo + len;
 	find_injected(o);
 	nobjs++;
@@ -298,7 +308,7 @@ injected(const struct goobj *o, uintptr_t ip)
 }
 
 PS_SIGSAFE int
-ps_gostack_walk(const struct ps_frame_regs *start, uintptr_t *ips, int max,
+ps_gostack_walk(const struct ps_frame_regs *start, int exact, uintptr_t *ips, int max,
 		struct ps_frame_regs *rest)
 {
 	const struct goobj *o = go_object(start->ip);
@@ -306,15 +316,17 @@ ps_gostack_walk(const struct ps_frame_regs *start, uintptr_t *ips, int max,
 	/* The interrupted SP's page: the stack the thread was using. */
 	struct pages pg = { { start->sp & ~(uintptr_t)(PAGE - 1) }, 1 };
 	uintptr_t next_bp, ra, from;
-	int n = 0, exact;
+	/* Coming from C code, the first Go frame may be on another stack
+	 * (asmcgocall ran the C code on the thread's system stack). */
+	int n = 0, any_stack = !exact;
 
 	rest->ip = 0;
 	if (!o || max < 1)
 		return 0;
-	ips[n++] = r.ip;
+	ips[n++] = exact ? r.ip : r.ip - 1;
 	/* exact: r.ip is where the code was interrupted (the leaf, or the
 	 * frame under an injected call), so its frame may not be set up. */
-	for (exact = 1; n < max; exact = injected(o, from)) {
+	for (; n < max; exact = injected(o, from), any_stack = 0) {
 		o = go_object(r.ip);
 		if (!o) {
 			*rest = r;              /* C code: the caller walks on */
@@ -326,8 +338,8 @@ ps_gostack_walk(const struct ps_frame_regs *start, uintptr_t *ips, int max,
 			 * below SP, misaligned or unreadable, ends the walk (0
 			 * ends a goroutine's chain), as does a return address
 			 * into no code. */
-			if (r.bp < r.sp || load(&pg, r.bp, &next_bp) || load(&pg, r.bp + 8, &ra) ||
-			    !is_code(ra))
+			if ((r.bp < r.sp && !any_stack) || load(&pg, r.bp, &next_bp) ||
+			    load(&pg, r.bp + 8, &ra) || !is_code(ra))
 				break;
 			r.sp = r.bp + 16;
 			r.bp = next_bp;

@@ -37,9 +37,12 @@
  * is armed; opens and reads files. */
 int ps_gostack_init(void);
 
-/* Walk the Go frames from start (the interrupted registers) into
- * ips[0..max), leaf first: ips[0] is start->ip, the others return
- * addresses minus one (but the exact pc under an injected call).  Each
+/* Walk the Go frames from start into ips[0..max), leaf first.  exact:
+ * start holds the interrupted registers, and ips[0] is start->ip; else
+ * start is a frame that C code returns to (the .eh_frame walk stopped
+ * there, shim/ehframe.h), whose BP may be on another stack, and ips[0] is
+ * start->ip - 1.  The others are return addresses minus one (but the
+ * exact pc under an injected call).  Each
  * frame's caller is read from its frame pointer ([BP] the caller's BP,
  * [BP + 8] the return address); the leaf's, when BP is not (yet) its own,
  * from SP + its SP delta.  Every stack read is checked (gostack.c: load),
@@ -53,7 +56,7 @@ int ps_gostack_init(void);
  * bounded (max frames; per frame a range check, for a leaf a binary
  * search and a bounded pc-value walk, and a system call per stack page
  * not yet read). */
-int ps_gostack_walk(const struct ps_frame_regs *start, uintptr_t *ips, int max,
+int ps_gostack_walk(const struct ps_frame_regs *start, int exact, uintptr_t *ips, int max,
 		    struct ps_frame_regs *rest) PS_SIGSAFE;
 
 #endif

@@ -205,8 +205,9 @@ walk(unw_cursor_t *cur, uintptr_t *ips, int max, int exact_leaf)
 
 /* Walk with libunwind from r, a call frame (not a signal frame): the C
  * code under Go frames that ps_gostack_walk walked.  ips[0] is
- * r->ip - 1, as every return address.  The rest of uc is the interrupted
- * context.  Returns the depth (>= 0). */
+ * r->ip - 1, as every return address.  The other registers come from uc
+ * (the interrupted context, or the capture's own).  Returns the depth
+ * (>= 0). */
 PS_SIGSAFE static int
 walk_from(const ucontext_t *uc, const struct ps_frame_regs *r, uintptr_t *ips, int max)
 {
@@ -227,11 +228,33 @@ walk_from(const ucontext_t *uc, const struct ps_frame_regs *r, uintptr_t *ips, i
 	return n;
 }
 
+/* C frames walked by .eh_frame up to Go code (cgo: C called from Go, on
+ * the thread's system stack): ips[0..stop->depth) are done; the Go frames
+ * go on from stop->regs, then libunwind for C code under them.  Returns
+ * the whole depth, or 0 when the stopping frame is not Go code. */
+PS_SIGSAFE static int
+go_on(const ucontext_t *uc, const struct ps_frame_stop *stop, uintptr_t *ips, int max)
+{
+	struct ps_frame_regs rest;
+	int n = stop->depth, m;
+
+	if (n <= 0 || n >= max)
+		return 0;
+	m = ps_gostack_walk(&stop->regs, 0, ips + n, max - n, &rest);
+	if (m <= 0)
+		return 0;
+	n += m;
+	if (rest.ip && n < max)
+		n += walk_from(uc, &rest, ips + n, max - n);
+	return n;
+}
+
 PS_SIGSAFE int
 ps_unwind_signal(void *ucontext, uintptr_t *ips, int max)
 {
 	const ucontext_t *uc = ucontext;
 	struct ps_frame_regs r, rest;
+	struct ps_frame_stop stop;
 	unw_cursor_t cur;
 	int n;
 
@@ -243,7 +266,7 @@ ps_unwind_signal(void *ucontext, uintptr_t *ips, int max)
 	r.bp = (uintptr_t)uc->uc_mcontext.gregs[REG_RBP];
 	/* Go code: by frame pointer (shim/gostack.c), and C code below it
 	 * (cgo, libc) by libunwind. */
-	n = ps_gostack_walk(&r, ips, max, &rest);
+	n = ps_gostack_walk(&r, 1, ips, max, &rest);
 	if (n > 0) {
 		if (rest.ip && n < max)
 			n += walk_from(uc, &rest, ips + n, max - n);
@@ -253,8 +276,11 @@ ps_unwind_signal(void *ucontext, uintptr_t *ips, int max)
 	 * alternate signal stack, whose bounds we do not know). */
 	if (r.sp >= t_stack_lo && r.sp < t_stack_hi) {
 		t_active = 1;
-		n = ps_ehframe_walk(&r, t_stack_hi, ips, max, 1);
+		n = ps_ehframe_walk_until(&r, t_stack_hi, ips, max, 1, &stop);
 		t_active = 0;
+		if (n > 0)
+			return n;
+		n = go_on(uc, &stop, ips, max);
 		if (n > 0)
 			return n;
 		ips[0] = r.ip;
@@ -278,6 +304,7 @@ __attribute__((noinline)) int
 ps_unwind_here(uintptr_t *ips, int max)
 {
 	struct ps_frame_regs r;
+	struct ps_frame_stop stop;
 	unw_context_t ctx;
 	unw_cursor_t cur;
 	int n = 0;
@@ -290,10 +317,16 @@ ps_unwind_here(uintptr_t *ips, int max)
 			 : "=r"(r.ip), "=r"(r.sp), "=r"(r.bp));
 	if (r.sp >= t_stack_lo && r.sp < t_stack_hi) {
 		t_active = 1;
-		n = ps_ehframe_walk(&r, t_stack_hi, ips, max, 0);
+		n = ps_ehframe_walk_until(&r, t_stack_hi, ips, max, 0, &stop);
 		t_active = 0;
 		if (n > 0)
 			return n;
+		/* An allocation in C code called from Go. */
+		if (stop.depth > 0 && unw.getcontext(&ctx) == 0) {
+			n = go_on((const ucontext_t *)&ctx, &stop, ips, max);
+			if (n > 0)
+				return n;
+		}
 	}
 	if (enter())
 		return 0;

@@ -230,17 +230,18 @@ collect(const struct elf *e, const ElfW(Shdr) *ss, struct ps_symtab *t)
 }
 
 /* Add the Go functions of .gopclntab (a Go binary built with -ldflags=-s
- * keeps it when .symtab goes).  Entry addresses count from .text, whose
- * address is the section header's: the table's own textStart word may be
- * unrelocated (debug/gosym does the same).  A missing or malformed table
- * adds nothing.  Returns 0 or -ENOMEM. */
+ * keeps it when .symtab goes).  Entry addresses count from the table's
+ * textStart when it lies in .text (an external link puts C start-up code
+ * at the start of .text), else from .text itself (the word may be
+ * unrelocated in a position-independent file).  A missing or malformed
+ * table adds nothing.  Returns 0 or -ENOMEM. */
 static int
 collect_go(const struct elf *e, struct ps_symtab *t)
 {
 	const ElfW(Shdr) *pcln = find_section_named(e, ".gopclntab");
 	const ElfW(Shdr) *text = find_section_named(e, ".text");
 	struct ps_gopcln g;
-	uint64_t lo, len;
+	uint64_t lo, len, start;
 	const char *name;
 	uint32_t i;
 	int rc;
@@ -249,8 +250,12 @@ collect_go(const struct elf *e, struct ps_symtab *t)
 	if (!pcln)
 		pcln = find_section_named(e, ".data.rel.ro.gopclntab");
 	if (!pcln || !text || pcln->sh_type != SHT_PROGBITS ||
-	    !in_file(e, pcln->sh_offset, pcln->sh_size, 1) ||
-	    ps_gopcln_open(&g, e->p + pcln->sh_offset, pcln->sh_size, text->sh_addr) != 0)
+	    !in_file(e, pcln->sh_offset, pcln->sh_size, 1))
+		return 0;
+	start = ps_gopcln_header_text(e->p + pcln->sh_offset, pcln->sh_size);
+	if (start < text->sh_addr || start - text->sh_addr >= text->sh_size)
+		start = text->sh_addr;
+	if (ps_gopcln_open(&g, e->p + pcln->sh_offset, pcln->sh_size, start) != 0)
 		return 0;
 	for (i = 0; i < g.nfunc && t->n < MAX_SYMS; i++) {
 		name = ps_gopcln_name(&g, i);

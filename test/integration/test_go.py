@@ -15,7 +15,7 @@ from common import PROG, ShimTest, clean_env, have_go, pprof_raw, run
 
 GOGEN = os.path.join(PROG, "gogen")
 GOGEN_STRIPPED = os.path.join(PROG, "gogen-stripped")  # go build -ldflags=-s
-GOLEAF = os.path.join(PROG, "goleaf")  # -buildmode=pie -ldflags=-s
+GOLEAF = os.path.join(PROG, "goleaf")  # cgo (external link), -ldflags=-s
 EVENTS = "150000"  # ~2-3 CPU-s over two goroutines on this machine
 
 
@@ -100,7 +100,7 @@ class GoProgram(ShimTest):
             self.assertIn(want, top)
 
     @unittest.skipUnless(os.path.exists(GOLEAF), "no goleaf")
-    def test_frameless_leaf_keeps_its_caller_and_bad_frame_pointers_end_the_walk(self):
+    def test_frameless_leaf_keeps_its_caller_bad_frame_pointers_end_the_walk_cgo_goes_on(self):
         # goleaf spends most of its time in main.mix, a leaf with no frame
         # (it never saves BP): a frame-pointer walk from inside it reads
         # its caller's BP and skips main.spin.  The Go function table's SP
@@ -138,6 +138,14 @@ class GoProgram(ShimTest):
         self.assertTrue(all(f[1:2] == ["main.badFrames"] for _, f in bad), bad)
         short = sum(c for c, f in bad if len(f) == 2)
         self.assertGreater(short, 0.95 * total, bad)
+        # C code called through cgo (~1 CPU-s, ~250 samples): walked by
+        # .eh_frame up to runtime.asmcgocall, then on through the Go code
+        # that called it, to the goroutine's start.
+        in_c = [(v[n], f) for v, f in samples if f and "_Cfunc_spin_c" in f[0]]
+        total = sum(c for c, _ in in_c)
+        self.assertGreater(total, 50, samples)
+        whole = sum(c for c, f in in_c if "main.cgoWork" in f and f[-1].startswith("runtime.goexit"))
+        self.assertGreater(whole, 0.95 * total, in_c[:5])
 
 if __name__ == "__main__":
     unittest.main()

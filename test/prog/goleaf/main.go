@@ -5,16 +5,18 @@
 // in mix still reach spin (test_go.py).  Then clobber (assembly) spins
 // with BP pointing at unmapped memory, at a PROT_NONE page, at a
 // misaligned address and at data that is not a frame: the walk must end
-// there, never fault.  Linked dynamically (it imports net), as the shim
-// needs; built position-independent and stripped (-buildmode=pie
-// -ldflags=-s), so its names and SP deltas come from its function table
-// at a load bias.  Its output depends only on its argument.
+// there, never fault.  Last, cgoWork spins in C code (package cspin)
+// called through cgo.  Linked dynamically (it imports net), as the shim
+// needs, by the C linker (cgo code of its own), and stripped
+// (-ldflags=-s): its names and SP deltas come from its function table.
+// Its output depends only on its argument.
 //
 // usage: goleaf ROUNDS
 package main
 
 import (
 	"fmt"
+	"goleaf/cspin"
 	"net"
 	"os"
 	"strconv"
@@ -81,6 +83,13 @@ func spin(n int) uint64 {
 	return s
 }
 
+// cgoWork: the Go caller of the C loop.
+//
+//go:noinline
+func cgoWork(n int) uint64 {
+	return cspin.Spin(uint64(n))
+}
+
 func main() {
 	if len(os.Args) != 2 {
 		fmt.Fprintln(os.Stderr, "usage: goleaf ROUNDS")
@@ -93,4 +102,5 @@ func main() {
 	}
 	fmt.Println("rounds", n, "sum", spin(n), "via", net.IPv4(127, 0, 0, 1))
 	fmt.Println("bad frames", badFrames(10*n))
+	fmt.Println("cgo", cgoWork(20*n))
 }
