@@ -876,7 +876,7 @@ def _go_handler(self):
         "C: burn, depth 10": [os.path.join(BB, "burn"), m, "1", "10"],
         "C: burn, depth 30": [os.path.join(BB, "burn"), m, "1", "30"],
         "Go: gogen (2 goroutines, JSON)": [gogen, "2000" if self.smoke else "300000"],
-        "Go: goleaf (frameless leaf)": [goleaf, "200000" if self.smoke else "20000000"],
+        "Go: goleaf (leaf, bad BP, cgo)": [goleaf, "200000" if self.smoke else "20000000"],
     }
     libs = [("now", SHIM_BENCH)]
     if BEFORE_BENCH:
