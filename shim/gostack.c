@@ -1,4 +1,4 @@
-/* gostack.c -- the Go leaf frame, from the Go function table.  See
+/* gostack.c -- walking Go code, inside the signal handler.  See
  * gostack.h.
  *
  * Finding a table: an object is Go code when one of its PT_NOTE segments
@@ -8,7 +8,7 @@
  * in memory, where the dynamic loader put it, after checking that it lies
  * in a readable PT_LOAD segment of the object and passes ps_gopcln_open's
  * validation there.  A file that is not the loaded image fails those
- * checks and the object is left to the frame-pointer walk.
+ * checks and the object is left to libunwind.
  */
 #include "shim/gostack.h"
 #include "shim/gopclntab.h"
@@ -216,39 +216,107 @@ ps_gostack_init(void)
 	return nobjs;
 }
 
-/* Pages of the interrupted stack known to be readable in this walk.  A
- * word is read directly when its page is one of them; otherwise the
- * kernel reads it (process_vm_readv fails with EFAULT where a load would
- * fault), and its page joins the set.  Mapping permissions are per page,
- * and the pages of a stack in use by the interrupted thread cannot be
- * unmapped while its handler runs.  A goroutine's frames span a few pages,
- * so a walk makes a few system calls, not one per frame. */
-#define PAGE 4096u
-#define KNOWN_PAGES 8
-struct pages {
-	uintptr_t page[KNOWN_PAGES];
-	unsigned n;                     /* pages added; the set holds the last 8 */
+/* The stack, as the walk reads it.
+ *
+ * The interrupted goroutine's own stack, from SP to its top, is read
+ * directly: it is memory of the Go heap in use by the interrupted
+ * goroutine, which neither moves nor is freed while it runs.  Its top
+ * comes from the goroutine's g (whose first field is its stack bounds),
+ * which Go code keeps in R14 -- a hint only, since assembly may use R14:
+ * it is read through the kernel and believed only if SP lies inside the
+ * bounds it gives and they are a Go stack's (a power of two, 2 KiB to 1
+ * GiB).  Each thread keeps the last gs it checked: the Go runtime never
+ * unmaps its heap (it returns memory with madvise), so a range that once
+ * was a goroutine's stack stays readable, and while SP is inside it, it is
+ * the stack in use; then no system call is made at all.
+ *
+ * Any other word is read from a copy made by the kernel: a word outside
+ * the copy refills it with one process_vm_readv of up to WINDOW bytes from
+ * that word up (frames only go up), which stops at the first unreadable
+ * page (EFAULT where a load would fault).  Memory that another thread
+ * unmaps meanwhile cannot fault the walk either. */
+#define WINDOW 2048
+#define MIN_STACK 2048u
+#define MAX_STACK (1ul << 30)
+struct window {
+	uintptr_t stack_lo, stack_hi;   /* read directly; empty: 0, 0 */
+	uintptr_t lo;                   /* address of buf[0] */
+	size_t len;                     /* bytes of buf copied */
+	pid_t pid;                      /* 0 until needed */
+	uintptr_t buf[WINDOW / sizeof(uintptr_t)];
 };
 
+/* n words at addr into out, by the kernel.  0 or -1. */
 PS_SIGSAFE static int
-load(struct pages *pg, uintptr_t addr, uintptr_t *out)
+copy_in(struct window *w, uintptr_t addr, uintptr_t *out, size_t n)
 {
-	uintptr_t page = addr & ~(uintptr_t)(PAGE - 1);
-	struct iovec local = { out, sizeof(*out) }, remote = { (void *)addr, sizeof(*out) };
+	struct iovec local = { out, n * sizeof(*out) }, remote = { (void *)addr, n * sizeof(*out) };
+
+	if (!w->pid)
+		w->pid = getpid();
+	return process_vm_readv(w->pid, &local, 1, &remote, 1, 0) == (ssize_t)(n * sizeof(*out)) ? 0 : -1;
+}
+
+/* The last goroutines checked on this thread (the scheduler runs several
+ * on each), with their stack bounds; replaced round robin. */
+#define KNOWN_GS 8
+static PS_TLS struct { uintptr_t g, lo, hi; } t_gs[KNOWN_GS];
+static PS_TLS unsigned t_gs_next;
+
+/* The goroutine stack that g (R14 at the interrupt) says SP is on. */
+PS_SIGSAFE static void
+learn_stack(struct window *w, uintptr_t g, uintptr_t sp)
+{
+	uintptr_t st[2], size;
 	unsigned i;
 
-	/* Aligned: the word does not straddle two pages. */
-	if (addr & (sizeof(*out) - 1))
-		return -1;
-	for (i = 0; i < pg->n && i < KNOWN_PAGES; i++) {
-		if (pg->page[i] == page) {
-			*out = *(const uintptr_t *)addr;
-			return 0;
+	if (!g || (g & 7))
+		return;
+	for (i = 0; i < KNOWN_GS; i++) {
+		if (t_gs[i].g == g && sp >= t_gs[i].lo && sp < t_gs[i].hi) {
+			w->stack_lo = sp;
+			w->stack_hi = t_gs[i].hi;
+			return;
 		}
 	}
-	if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) != (ssize_t)sizeof(*out))
+	if (copy_in(w, g, st, 2))
+		return;
+	size = st[1] - st[0];
+	if (st[0] >= st[1] || sp < st[0] || sp >= st[1] || size < MIN_STACK || size > MAX_STACK ||
+	    (size & (size - 1)))
+		return;
+	i = t_gs_next++ % KNOWN_GS;
+	t_gs[i].g = g;
+	t_gs[i].lo = st[0];
+	t_gs[i].hi = st[1];
+	w->stack_lo = sp;
+	w->stack_hi = st[1];
+}
+
+PS_SIGSAFE static int
+load(struct window *w, uintptr_t addr, uintptr_t *out)
+{
+	struct iovec local = { w->buf, WINDOW }, remote = { (void *)addr, WINDOW };
+	ssize_t got;
+
+	if (addr & (sizeof(*out) - 1))
 		return -1;
-	pg->page[pg->n++ % KNOWN_PAGES] = page;
+	if (addr >= w->stack_lo && addr < w->stack_hi) {
+		*out = *(const uintptr_t *)addr;
+		return 0;
+	}
+	if (addr < w->lo || addr - w->lo >= w->len) {
+		if (addr > UINTPTR_MAX - WINDOW)
+			remote.iov_len = local.iov_len = UINTPTR_MAX - addr + 1;
+		if (!w->pid)
+			w->pid = getpid();
+		got = process_vm_readv(w->pid, &local, 1, &remote, 1, 0);
+		w->len = got > 0 ? (size_t)got & ~(sizeof(*out) - 1) : 0;
+		w->lo = addr;
+		if (w->len == 0)
+			return -1;
+	}
+	*out = w->buf[(addr - w->lo) / sizeof(*out)];
 	return 0;
 }
 
@@ -279,7 +347,7 @@ is_code(uintptr_t ra)
 /* If the leaf at r->ip has no frame of its own, step r to its caller (see
  * gostack.h).  Returns 1 when stepped, else 0. */
 PS_SIGSAFE static int
-leaf_step(const struct goobj *o, struct ps_frame_regs *r, struct pages *pg)
+leaf_step(const struct goobj *o, struct ps_frame_regs *r, struct window *w)
 {
 	uintptr_t ra;
 	int32_t delta;
@@ -292,7 +360,7 @@ leaf_step(const struct goobj *o, struct ps_frame_regs *r, struct pages *pg)
 	 * address and points BP there. */
 	if (delta >= 8 && r->bp == r->sp + (uintptr_t)delta - 8)
 		return 0;
-	if (r->sp > UINTPTR_MAX - (uintptr_t)delta - 8 || load(pg, r->sp + (uintptr_t)delta, &ra) ||
+	if (r->sp > UINTPTR_MAX - (uintptr_t)delta - 8 || load(w, r->sp + (uintptr_t)delta, &ra) ||
 	    !is_code(ra))
 		return 0;
 	r->ip = ra;
@@ -308,13 +376,12 @@ injected(const struct goobj *o, uintptr_t ip)
 }
 
 PS_SIGSAFE int
-ps_gostack_walk(const struct ps_frame_regs *start, int exact, uintptr_t *ips, int max,
-		struct ps_frame_regs *rest)
+ps_gostack_walk(const struct ps_frame_regs *start, int exact, uintptr_t g, uintptr_t *ips,
+		int max, struct ps_frame_regs *rest)
 {
 	const struct goobj *o = go_object(start->ip);
 	struct ps_frame_regs r = *start;
-	/* The interrupted SP's page: the stack the thread was using. */
-	struct pages pg = { { start->sp & ~(uintptr_t)(PAGE - 1) }, 1 };
+	struct window w;
 	uintptr_t next_bp, ra, from;
 	/* Coming from C code, the first Go frame may be on another stack
 	 * (asmcgocall ran the C code on the thread's system stack). */
@@ -323,6 +390,9 @@ ps_gostack_walk(const struct ps_frame_regs *start, int exact, uintptr_t *ips, in
 	rest->ip = 0;
 	if (!o || max < 1)
 		return 0;
+	w.stack_lo = w.stack_hi = w.lo = w.len = 0;
+	w.pid = 0;
+	learn_stack(&w, g, start->sp);
 	ips[n++] = exact ? r.ip : r.ip - 1;
 	/* exact: r.ip is where the code was interrupted (the leaf, or the
 	 * frame under an injected call), so its frame may not be set up. */
@@ -333,13 +403,13 @@ ps_gostack_walk(const struct ps_frame_regs *start, int exact, uintptr_t *ips, in
 			break;
 		}
 		from = r.ip;
-		if (!exact || !leaf_step(o, &r, &pg)) {
+		if (!exact || !leaf_step(o, &r, &w)) {
 			/* By frame pointer.  Frames only go up the stack: a BP
 			 * below SP, misaligned or unreadable, ends the walk (0
 			 * ends a goroutine's chain), as does a return address
 			 * into no code. */
-			if ((r.bp < r.sp && !any_stack) || load(&pg, r.bp, &next_bp) ||
-			    load(&pg, r.bp + 8, &ra) || !is_code(ra))
+			if ((r.bp < r.sp && !any_stack) || load(&w, r.bp, &next_bp) ||
+			    load(&w, r.bp + 8, &ra) || !is_code(ra))
 				break;
 			r.sp = r.bp + 16;
 			r.bp = next_bp;

@@ -5,7 +5,9 @@
  * address and points %rbp there.  So Go frames are walked here by frame
  * pointer, without libunwind, whose frame-pointer fallback cost ~170 us
  * per sample on a Go program (an unwind-table search that fails and a
- * validating system call for every frame; BENCHMARKS.md section 9).
+ * validating system call for every frame; BENCHMARKS.md section 9b).
+ * Here a frame costs two loads from the goroutine's stack, found once
+ * (gostack.c: struct window).
  *
  * A frame-pointer walk is right in every frame but the leaf: a leaf
  * interrupted in its prologue or epilogue, or one that never sets up a
@@ -42,7 +44,8 @@ int ps_gostack_init(void);
  * start is a frame that C code returns to (the .eh_frame walk stopped
  * there, shim/ehframe.h), whose BP may be on another stack, and ips[0] is
  * start->ip - 1.  The others are return addresses minus one (but the
- * exact pc under an injected call).  Each
+ * exact pc under an injected call).  g: R14 at the interrupt (Go code
+ * keeps its goroutine there; a hint, checked), or 0.  Each
  * frame's caller is read from its frame pointer ([BP] the caller's BP,
  * [BP + 8] the return address); the leaf's, when BP is not (yet) its own,
  * from SP + its SP delta.  Every stack read is checked (gostack.c: load),
@@ -54,9 +57,9 @@ int ps_gostack_init(void);
  * Returns the depth, or 0 when start->ip is not Go code.
  * Context: signal handler; async-signal-safe, lock-free, allocation-free,
  * bounded (max frames; per frame a range check, for a leaf a binary
- * search and a bounded pc-value walk, and a system call per stack page
- * not yet read). */
-int ps_gostack_walk(const struct ps_frame_regs *start, int exact, uintptr_t *ips, int max,
-		    struct ps_frame_regs *rest) PS_SIGSAFE;
+ * search and a bounded pc-value walk; a system call to check g, and one
+ * per 2 KiB copied of any stack that is not the goroutine's). */
+int ps_gostack_walk(const struct ps_frame_regs *start, int exact, uintptr_t g, uintptr_t *ips,
+		    int max, struct ps_frame_regs *rest) PS_SIGSAFE;
 
 #endif

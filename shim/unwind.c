@@ -240,7 +240,7 @@ go_on(const ucontext_t *uc, const struct ps_frame_stop *stop, uintptr_t *ips, in
 
 	if (n <= 0 || n >= max)
 		return 0;
-	m = ps_gostack_walk(&stop->regs, 0, ips + n, max - n, &rest);
+	m = ps_gostack_walk(&stop->regs, 0, 0, ips + n, max - n, &rest);
 	if (m <= 0)
 		return 0;
 	n += m;
@@ -266,7 +266,7 @@ ps_unwind_signal(void *ucontext, uintptr_t *ips, int max)
 	r.bp = (uintptr_t)uc->uc_mcontext.gregs[REG_RBP];
 	/* Go code: by frame pointer (shim/gostack.c), and C code below it
 	 * (cgo, libc) by libunwind. */
-	n = ps_gostack_walk(&r, 1, ips, max, &rest);
+	n = ps_gostack_walk(&r, 1, (uintptr_t)uc->uc_mcontext.gregs[REG_R14], ips, max, &rest);
 	if (n > 0) {
 		if (rest.ip && n < max)
 			n += walk_from(uc, &rest, ips + n, max - n);
