@@ -211,8 +211,11 @@ add_object(struct dl_phdr_info *info, size_t size, void *data)
 int
 ps_gostack_init(void)
 {
+	int saved = errno;
+
 	if (nobjs == 0)
 		(void)dl_iterate_phdr(add_object, NULL);
+	errno = saved;          /* a file that could not be read is not news */
 	return nobjs;
 }
 

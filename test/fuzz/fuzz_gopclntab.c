@@ -60,6 +60,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!tab)
 		abort();
 	memcpy(tab, data, size);
+	FUZZ_ASSERT(size >= 72 || ps_gopcln_header_text(tab, size) == 0);
 	if (ps_gopcln_open(&t, tab, size, TEXT) == 0) {
 		FUZZ_ASSERT(t.nfunc >= 1 && t.nfunc <= (1u << 22));
 		FUZZ_ASSERT(ps_gopcln_find(&t, TEXT - 1) == -1);
