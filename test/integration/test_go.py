@@ -100,7 +100,7 @@ class GoProgram(ShimTest):
             self.assertIn(want, top)
 
     @unittest.skipUnless(os.path.exists(GOLEAF), "no goleaf")
-    def test_frameless_leaf_keeps_its_caller_bad_frame_pointers_end_the_walk_cgo_goes_on(self):
+    def test_leaf_keeps_its_caller_bad_frame_pointers_end_the_walk_cgo_goes_on(self):
         # goleaf spends most of its time in main.mix, a leaf with no frame
         # (it never saves BP): a frame-pointer walk from inside it reads
         # its caller's BP and skips main.spin.  The Go function table's SP
@@ -146,6 +146,19 @@ class GoProgram(ShimTest):
         self.assertGreater(total, 50, samples)
         whole = sum(c for c, f in in_c if "main.cgoWork" in f and f[-1].startswith("runtime.goexit"))
         self.assertGreater(whole, 0.95 * total, in_c[:5])
+        # And C allocations made under Go (2,000,000 of 1 KiB, through
+        # cgo): the allocation profile -- all malloc sees of a Go program
+        # -- has them at their Go caller, whole, and about their size
+        # (sampled every ~512 KiB: ~4000 samples, 10 % is many sigmas).
+        allocs = [f for f in self.files() if f.startswith("goleaf.") and f.endswith(".alloc.pb.gz")]
+        self.assertEqual(len(allocs), 1, self.files())
+        types, samples = samples_of(os.path.join(self.out, allocs[0]))
+        space = types.index("alloc_space")
+        churn = [(v[space], f) for v, f in samples if "main.cgoAlloc" in f]
+        total = sum(b for b, _ in churn)
+        self.assertAlmostEqual(total, 2000000 * 1024, delta=0.1 * 2000000 * 1024)
+        whole = sum(b for b, f in churn if f[-1].startswith("runtime.goexit"))
+        self.assertGreater(whole, 0.95 * total, churn[:5])
 
 if __name__ == "__main__":
     unittest.main()

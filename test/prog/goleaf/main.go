@@ -90,6 +90,13 @@ func cgoWork(n int) uint64 {
 	return cspin.Spin(uint64(n))
 }
 
+// cgoAlloc: the Go caller of the C allocations.
+//
+//go:noinline
+func cgoAlloc(n int) uint64 {
+	return cspin.Churn(uint64(n))
+}
+
 func main() {
 	if len(os.Args) != 2 {
 		fmt.Fprintln(os.Stderr, "usage: goleaf ROUNDS")
@@ -102,5 +109,5 @@ func main() {
 	}
 	fmt.Println("rounds", n, "sum", spin(n), "via", net.IPv4(127, 0, 0, 1))
 	fmt.Println("bad frames", badFrames(10*n))
-	fmt.Println("cgo", cgoWork(20*n))
+	fmt.Println("cgo", cgoWork(20*n), cgoAlloc(n/10))
 }
