@@ -59,7 +59,7 @@ CORE_OBJ = $(filter-out build/shim/hook_%.o build/init/init.o,$(LIB_OBJ))
 TESTS    = $(patsubst test/%.c,build/test/%,$(wildcard test/check_*.c))
 PROGS    = $(patsubst test/prog/%.c,build/prog/%,$(wildcard test/prog/*.c)) \
            $(patsubst test/prog/%.cc,build/prog/%,$(wildcard test/prog/*.cc))
-PROGS   += build/prog/gogen build/prog/lines
+PROGS   += build/prog/gogen build/prog/gogen-stripped build/prog/goleaf build/prog/lines
 EXAMPLES = $(patsubst examples/%.c,examples/%,$(wildcard examples/*.c))
 
 SO = shim/libpyroshim.so
@@ -133,6 +133,19 @@ build/prog/gogen: test/prog/gogen/main.go test/prog/gogen/go.mod
 	@mkdir -p build/prog
 	if command -v go >/dev/null; then \
 		cd test/prog/gogen && $(GO_ENV) go build -o $(CURDIR)/$@ . ; fi
+# The same program without .symtab (-ldflags=-s): named from .gopclntab.
+build/prog/gogen-stripped: test/prog/gogen/main.go test/prog/gogen/go.mod
+	@mkdir -p build/prog
+	if command -v go >/dev/null; then \
+		cd test/prog/gogen && $(GO_ENV) go build -ldflags=-s -o $(CURDIR)/$@ . ; fi
+# A hot frameless Go leaf (test_go.py: the leaf's samples keep its caller),
+# with cgo code of its own (so linked by the C linker, which puts C start-up
+# code at the start of .text) and stripped: its function table names it.
+build/prog/goleaf: test/prog/goleaf/main.go test/prog/goleaf/clobber_amd64.s \
+		   test/prog/goleaf/cspin/cspin.go test/prog/goleaf/go.mod
+	@mkdir -p build/prog
+	if command -v go >/dev/null; then \
+		cd test/prog/goleaf && $(GO_ENV) go build -ldflags=-s -o $(CURDIR)/$@ . ; fi
 
 examples/generator: examples/generator.c
 	$(CC) -D_GNU_SOURCE -std=c11 -O2 -g $(WARN) $< -o $@ -lm
@@ -242,7 +255,8 @@ FUZZ_CC      = clang
 FUZZ_SECONDS ?= 60
 FUZZ_FLAGS   = -std=c11 -g -O1 -fno-omit-frame-pointer \
 	       -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all $(WARN)
-FUZZ_NAMES   = traceparent span otlp_headers config_values config_env tags ingest_url headers
+FUZZ_NAMES   = traceparent span otlp_headers config_values config_env tags ingest_url headers \
+	       gopclntab
 FUZZ_BINS    = $(FUZZ_NAMES:%=build/fuzz/fuzz_%)
 FUZZ_SRC_traceparent   = trace/traceparent.c common/text.c
 FUZZ_SRC_span          = trace/span.c trace/traceparent.c common/text.c
@@ -254,6 +268,7 @@ FUZZ_SRC_config_env    = common/config.c common/log.c
 FUZZ_SRC_tags          = uploader/tags.c common/text.c
 FUZZ_SRC_ingest_url    = uploader/ingest.c common/buf.c common/text.c
 FUZZ_SRC_headers       = uploader/headers.c common/text.c
+FUZZ_SRC_gopclntab     = shim/gopclntab.c
 
 fuzz: $(FUZZ_BINS)
 	@sh test/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_BINS)

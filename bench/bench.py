@@ -1023,9 +1023,90 @@ def _source_lines(self):
 
 Bench.source_lines = _source_lines
 
+# PYROSHIM_BEFORE_BENCH=/path/to/an/older/libpyroshim-bench.so adds its Go
+# rows to the handler section below, measured in the same rounds.
+BEFORE_BENCH = os.environ.get("PYROSHIM_BEFORE_BENCH", "")
+
+
+def _mean_depth(d):
+    """Mean stack depth of the samples in d's folded CPU file (weighted by
+    CPU time), or None."""
+    f = ids_in(d, ".cpu.folded")
+    if len(f) != 1:
+        return None
+    tot = frames = 0
+    for line in open(os.path.join(d, f[0])):
+        st, _, v = line.rstrip("\n").rpartition(" ")
+        if st and v.isdigit():
+            tot += int(v)
+            frames += int(v) * len(st.split(";"))
+    return frames / tot if tot else None
+
+
+def _go_handler(self):
+    """The handler's cost per sample on Go code next to C code, one run,
+    interleaved rounds (libpyroshim-bench.so; the Go programs end by a raw
+    exit_group, so their timings are written by the uploader's helper)."""
+    self.emit("## 9b. Per-sample handler cost: Go code next to C code (libpyroshim-bench.so, 1000 Hz asked)")
+    self.emit()
+    gogen, goleaf = os.path.join(PROG, "gogen"), os.path.join(PROG, "goleaf")
+    if not (os.path.exists(gogen) and os.path.exists(goleaf)):
+        self.emit("not measured: build/prog/gogen or goleaf missing (no Go toolchain)")
+        self.emit()
+        return
+    m = str(self.s["handler_miters"])
+    progs = {
+        "C: burn, depth 10": [os.path.join(BB, "burn"), m, "1", "10"],
+        "C: burn, depth 30": [os.path.join(BB, "burn"), m, "1", "30"],
+        "Go: gogen (2 goroutines, JSON)": [gogen, "2000" if self.smoke else "300000"],
+        "Go: goleaf (leaf, bad BP, cgo)": [goleaf, "200000" if self.smoke else "20000000"],
+    }
+    libs = [("now", SHIM_BENCH)]
+    if BEFORE_BENCH:
+        libs.append(("before", BEFORE_BENCH))
+    configs = [(p, lib) for p in progs for lib in libs if lib[0] == "now" or p.startswith("Go")]
+    names = ["%s | %s" % (p, lib[0]) for p, lib in configs]
+    stats = {n: [] for n in names}
+
+    def make(name, r):
+        p, lib = configs[names.index(name)]
+        d = self.fresh("gohandler")
+        res = run(progs[p], self.shim_env(d, 1000, lib[1], {"PYROSCOPE_APPLICATION_NAME": "prog"}))
+        for _ in range(50):     # the helper writes after the program's end
+            if ids_in(d, ".handler.txt"):
+                break
+            time.sleep(0.1)
+        f = ids_in(d, ".handler.txt")
+        if len(f) != 1:
+            raise RuntimeError("no handler.txt from %s: %s" % (name, os.listdir(d)))
+        time.sleep(0.3)         # and the profile just before it
+        kv = {k: int(v) for k, v in (l.split() for l in open(os.path.join(d, f[0])) if l.strip())}
+        kv["inside_pct"] = 100.0 * kv["sum_ns"] / (res.cpu * 1e9)
+        kv["depth"] = _mean_depth(d)
+        stats[name].append(kv)
+        return res
+    interleave(names, 1 if self.smoke else 3, make)
+    rows = []
+    for name in names:
+        k = stats[name]
+        depth = [x["depth"] for x in k if x["depth"]]
+        rows.append(name.split(" | ") + [
+            "%d" % sum(x["count"] for x in k),
+            "%.1f" % med(depth) if depth else "-",
+            span([x["p50_ns"] / 1000 for x in k], "%.1f"),
+            span([x["p99_ns"] / 1000 for x in k], "%.1f"),
+            "%.0f" % (max(x["max_ns"] for x in k) / 1000),
+            span([x["inside_pct"] for x in k], "%.2f")])
+    self.table(["program", "library", "samples", "mean depth", "p50 us", "p99 us", "max us",
+                "handler time, % of CPU"], rows)
+    self.data["go_handler"] = rows
+
+
+Bench.go_handler = _go_handler
+
 SECTIONS = ["cpu_overhead", "handler_cost", "cpu_accuracy", "alloc_accuracy",
             "alloc_fast_path", "malloc_heavy", "generator", "startup", "memory", "upload", "go",
-            "source_lines"]
+            "go_handler", "source_lines"]
 
 
 def main():

@@ -22,8 +22,11 @@
 /* Record one handler run of `ticks` (two ps_bench_now() apart).
  * Async-signal-safe. */
 void ps_bench_record(uint64_t ticks);
-/* Write "count N\nsum_ns N\np50_ns N\np99_ns N\nmax_ns N\n" to dirfd/name.
- * Context: exit, guard held. */
+/* Write "count N\nsum_ns N\np50_ns N\np99_ns N\nmax_ns N\n" to
+ * dir/app.pid.handler.txt, once per process: the records are shared with
+ * the uploader's helper, which writes them when the program ended without
+ * its destructor (Go's raw exit_group).  Context: exit, guard held; or the
+ * helper's last pass. */
 void ps_bench_write(const char *dir, const char *app, int pid);
 /* The time stamp counter.  Async-signal-safe. */
 uint64_t ps_bench_now(void);

@@ -532,10 +532,19 @@ PS_SIGSAFE int
 ps_ehframe_walk(const struct ps_frame_regs *regs, uintptr_t stack_hi,
 		uintptr_t *ips, int max, int exact_leaf)
 {
+	return ps_ehframe_walk_until(regs, stack_hi, ips, max, exact_leaf, NULL);
+}
+
+PS_SIGSAFE int
+ps_ehframe_walk_until(const struct ps_frame_regs *regs, uintptr_t stack_hi, uintptr_t *ips,
+		      int max, int exact_leaf, struct ps_frame_stop *stop)
+{
 	uintptr_t ip = regs->ip, sp = regs->sp, bp = regs->bp, lo = regs->sp;
 	struct object o = { 0, 0, NULL };
 	int n = 0;
 
+	if (stop)
+		stop->depth = 0;
 	if (stack_hi <= lo || max < 1)
 		return 0;
 	for (;;) {
@@ -545,8 +554,16 @@ ps_ehframe_walk(const struct ps_frame_regs *regs, uintptr_t stack_hi,
 		ips[n++] = pc;
 		if (n == max)
 			return n;
-		if (row_for(pc, &o, &row))
+		if (row_for(pc, &o, &row)) {
+			/* No CFI for this frame (Go code, for one): say where. */
+			if (stop && n > 1) {
+				stop->regs.ip = ip;
+				stop->regs.sp = sp;
+				stop->regs.bp = bp;
+				stop->depth = n - 1;
+			}
 			return 0;
+		}
 		if (row.ra.how == R_UNDEF)
 			return n; /* the outermost frame: _start, clone3 */
 		if (row.cfa_reg == REG_SP)

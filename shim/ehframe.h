@@ -44,4 +44,18 @@ struct ps_frame_regs {
 int ps_ehframe_walk(const struct ps_frame_regs *r, uintptr_t stack_hi,
 		    uintptr_t *ips, int max, int exact_leaf) PS_SIGSAFE;
 
+/* Where a walk stopped for want of call-frame information. */
+struct ps_frame_stop {
+	struct ps_frame_regs regs;      /* the frame: ip is a return address */
+	int depth;                      /* frames in ips before it; 0: none */
+};
+
+/* ps_ehframe_walk, and when it fails because a frame above the leaf has
+ * no call-frame information (Go code under cgo), *stop says which frame:
+ * ips[0..stop->depth) are good, and stop->regs are that frame's registers,
+ * for another unwinder to go on from.  Otherwise stop->depth is 0.
+ * Context: as ps_ehframe_walk. */
+int ps_ehframe_walk_until(const struct ps_frame_regs *r, uintptr_t stack_hi, uintptr_t *ips,
+			  int max, int exact_leaf, struct ps_frame_stop *stop) PS_SIGSAFE;
+
 #endif

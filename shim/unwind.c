@@ -3,6 +3,7 @@
 #define UNW_LOCAL_ONLY
 #include "shim/unwind.h"
 #include "shim/ehframe.h"
+#include "shim/gostack.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -162,6 +163,8 @@ ps_unwind_init(void)
 	if (rc)
 		return -ENOSYS;
 	unw.loaded = 1;
+	/* Go leaves' frames, before any timer is armed. */
+	(void)ps_gostack_init();
 	/* The first capture runs libunwind's one-time initialisation, which
 	 * takes a lock: do it here, never in the handler. */
 	ps_unwind_here(ips, 8);
@@ -200,27 +203,58 @@ walk(unw_cursor_t *cur, uintptr_t *ips, int max, int exact_leaf)
 	return n;
 }
 
-/* The fast path, when the thread is on its own stack (not on an alternate
- * signal stack, whose bounds we do not know): the shim's own .eh_frame
- * walker.  Returns the frames found, or 0 to fall back to libunwind. */
+/* Walk with libunwind from r, a call frame (not a signal frame): the C
+ * code under Go frames that ps_gostack_walk walked.  ips[0] is
+ * r->ip - 1, as every return address.  The other registers come from uc
+ * (the interrupted context, or the capture's own).  Returns the depth
+ * (>= 0). */
 PS_SIGSAFE static int
-fast_walk(const struct ps_frame_regs *r, uintptr_t *ips, int max, int exact_leaf)
+walk_from(const ucontext_t *uc, const struct ps_frame_regs *r, uintptr_t *ips, int max)
 {
-	int n;
+	ucontext_t c = *uc;
+	unw_cursor_t cur;
+	int n = 0;
 
-	if (r->sp < t_stack_lo || r->sp >= t_stack_hi)
+	c.uc_mcontext.gregs[REG_RIP] = (greg_t)r->ip;
+	c.uc_mcontext.gregs[REG_RSP] = (greg_t)r->sp;
+	c.uc_mcontext.gregs[REG_RBP] = (greg_t)r->bp;
+	if (enter())
 		return 0;
 	t_active = 1;
-	n = ps_ehframe_walk(r, t_stack_hi, ips, max, exact_leaf);
+	if (unw.init_local2(&cur, (unw_context_t *)&c, 0) == 0)
+		n = walk(&cur, ips, max, 0);
 	t_active = 0;
-	return n > 0 ? n : 0;
+	leave();
+	return n;
+}
+
+/* C frames walked by .eh_frame up to Go code (cgo: C called from Go, on
+ * the thread's system stack): ips[0..stop->depth) are done; the Go frames
+ * go on from stop->regs, then libunwind for C code under them.  Returns
+ * the whole depth, or 0 when the stopping frame is not Go code. */
+PS_SIGSAFE static int
+go_on(const ucontext_t *uc, const struct ps_frame_stop *stop, uintptr_t *ips, int max)
+{
+	struct ps_frame_regs rest;
+	int n = stop->depth, m;
+
+	if (n <= 0 || n >= max)
+		return 0;
+	m = ps_gostack_walk(&stop->regs, 0, 0, ips + n, max - n, &rest);
+	if (m <= 0)
+		return 0;
+	n += m;
+	if (rest.ip && n < max)
+		n += walk_from(uc, &rest, ips + n, max - n);
+	return n;
 }
 
 PS_SIGSAFE int
 ps_unwind_signal(void *ucontext, uintptr_t *ips, int max)
 {
 	const ucontext_t *uc = ucontext;
-	struct ps_frame_regs r;
+	struct ps_frame_regs r, rest;
+	struct ps_frame_stop stop;
 	unw_cursor_t cur;
 	int n;
 
@@ -230,10 +264,27 @@ ps_unwind_signal(void *ucontext, uintptr_t *ips, int max)
 	r.ip = ips[0];
 	r.sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
 	r.bp = (uintptr_t)uc->uc_mcontext.gregs[REG_RBP];
-	n = fast_walk(&r, ips, max, 1);
-	if (n > 0)
+	/* Go code: by frame pointer (shim/gostack.c), and C code below it
+	 * (cgo, libc) by libunwind. */
+	n = ps_gostack_walk(&r, 1, (uintptr_t)uc->uc_mcontext.gregs[REG_R14], ips, max, &rest);
+	if (n > 0) {
+		if (rest.ip && n < max)
+			n += walk_from(uc, &rest, ips + n, max - n);
 		return n;
-	ips[0] = r.ip;
+	}
+	/* The fast path, when the thread is on its own stack (not on an
+	 * alternate signal stack, whose bounds we do not know). */
+	if (r.sp >= t_stack_lo && r.sp < t_stack_hi) {
+		t_active = 1;
+		n = ps_ehframe_walk_until(&r, t_stack_hi, ips, max, 1, &stop);
+		t_active = 0;
+		if (n > 0)
+			return n;
+		n = go_on(uc, &stop, ips, max);
+		if (n > 0)
+			return n;
+		ips[0] = r.ip;
+	}
 	if (enter())
 		return 1;
 	t_active = 1;
@@ -253,6 +304,7 @@ __attribute__((noinline)) int
 ps_unwind_here(uintptr_t *ips, int max)
 {
 	struct ps_frame_regs r;
+	struct ps_frame_stop stop;
 	unw_context_t ctx;
 	unw_cursor_t cur;
 	int n = 0;
@@ -263,9 +315,19 @@ ps_unwind_here(uintptr_t *ips, int max)
 	 * frame, whose CFI describes the stack as it is here. */
 	__asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2"
 			 : "=r"(r.ip), "=r"(r.sp), "=r"(r.bp));
-	n = fast_walk(&r, ips, max, 0);
-	if (n > 0)
-		return n;
+	if (r.sp >= t_stack_lo && r.sp < t_stack_hi) {
+		t_active = 1;
+		n = ps_ehframe_walk_until(&r, t_stack_hi, ips, max, 0, &stop);
+		t_active = 0;
+		if (n > 0)
+			return n;
+		/* An allocation in C code called from Go. */
+		if (stop.depth > 0 && unw.getcontext(&ctx) == 0) {
+			n = go_on((const ucontext_t *)&ctx, &stop, ips, max);
+			if (n > 0)
+				return n;
+		}
+	}
 	if (enter())
 		return 0;
 	t_active = 1;

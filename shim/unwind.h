@@ -7,6 +7,9 @@
  * thread whose stack bounds are unknown) the whole stack is walked again
  * with libunwind, as below.
  *
+ * Go code, which has no .eh_frame, is walked by frame pointer by
+ * shim/gostack.c; the C code under it (cgo, libc) by libunwind.
+ *
  * Why libunwind is dlopen'ed, not linked: Debian's libunwind.so.8 exports
  * _Unwind_RaiseException and friends.  Linked into a preloaded library it
  * would enter the global symbol scope and take over C++ exception handling

@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "shim/gopclntab.h"
 #include "uploader/symbols.h"
 
 #define MAX_SECTIONS  (1u << 20)     /* section headers accepted per file */
@@ -102,6 +103,33 @@ find_section(const struct elf *e, uint32_t type)
 	for (i = 0; i < e->shnum; i++)
 		if (e->sh[i].sh_type == type)
 			return &e->sh[i];
+	return NULL;
+}
+
+static const char *str_at(const struct elf *e, const ElfW(Shdr) *strs, uint64_t off);
+
+/* The section called name (".gopclntab"), or NULL. */
+static const ElfW(Shdr) *
+find_section_named(const struct elf *e, const char *name)
+{
+	const ElfW(Ehdr) *eh = (const void *)e->p;
+	const ElfW(Shdr) *strs;
+	const char *s;
+	size_t i, ndx = eh->e_shstrndx;
+
+	/* With 0xffff or more sections, the index is in section 0. */
+	if (ndx == SHN_XINDEX)
+		ndx = e->sh[0].sh_link;
+	if (ndx == SHN_UNDEF || ndx >= e->shnum)
+		return NULL;
+	strs = &e->sh[ndx];
+	if (strs->sh_type != SHT_STRTAB || !in_file(e, strs->sh_offset, strs->sh_size, 1))
+		return NULL;
+	for (i = 0; i < e->shnum; i++) {
+		s = str_at(e, strs, e->sh[i].sh_name);
+		if (s && !strcmp(s, name))
+			return &e->sh[i];
+	}
 	return NULL;
 }
 
@@ -201,28 +229,6 @@ collect(const struct elf *e, const ElfW(Shdr) *ss, struct ps_symtab *t)
 	return 0;
 }
 
-/* The section called name, or NULL. */
-static const ElfW(Shdr) *
-section_named(const struct elf *e, const char *name)
-{
-	const ElfW(Ehdr) *eh = (const void *)e->p;
-	const ElfW(Shdr) *strs;
-	const char *n;
-	size_t i;
-
-	if (eh->e_shstrndx == SHN_UNDEF || eh->e_shstrndx >= e->shnum)
-		return NULL;
-	strs = &e->sh[eh->e_shstrndx];
-	if (!in_file(e, strs->sh_offset, strs->sh_size, 1))
-		return NULL;
-	for (i = 0; i < e->shnum; i++) {
-		n = str_at(e, strs, e->sh[i].sh_name);
-		if (n && strcmp(n, name) == 0)
-			return &e->sh[i];
-	}
-	return NULL;
-}
-
 #if defined(__x86_64__)
 /* The GOT slot that the 16-byte x86-64 PLT stub at p (link-time address
  * at) jumps through: "[endbr64] [bnd] jmp *disp(%rip)"; 0 if it is not
@@ -288,7 +294,7 @@ add_plt(const struct elf *e, struct ps_symtab *t)
 {
 #if defined(__x86_64__)
 	static const char *const secs[] = { ".plt", ".plt.sec" };
-	const ElfW(Shdr) *rela = section_named(e, ".rela.plt"), *s;
+	const ElfW(Shdr) *rela = find_section_named(e, ".rela.plt"), *s;
 	char name[512];
 	const char *target;
 	uint64_t off, got;
@@ -299,7 +305,7 @@ add_plt(const struct elf *e, struct ps_symtab *t)
 	    !in_file(e, rela->sh_offset, rela->sh_size, _Alignof(ElfW(Rela))))
 		return 0;
 	for (k = 0; k < PS_ARRAY_LEN(secs); k++) {
-		s = section_named(e, secs[k]);
+		s = find_section_named(e, secs[k]);
 		if (!s || s->sh_type != SHT_PROGBITS || !in_file(e, s->sh_offset, s->sh_size, 1))
 			continue;
 		/* .plt starts with the lazy resolver's own 16 bytes. */
@@ -317,6 +323,48 @@ add_plt(const struct elf *e, struct ps_symtab *t)
 	(void)e;
 	(void)t;
 #endif
+	return 0;
+}
+
+/* Add the Go functions of .gopclntab (a Go binary built with -ldflags=-s
+ * keeps it when .symtab goes).  Entry addresses count from the table's
+ * textStart when it lies in .text (an external link puts C start-up code
+ * at the start of .text), else from .text itself (the word may be
+ * unrelocated in a position-independent file).  A missing or malformed
+ * table adds nothing.  Returns 0 or -ENOMEM. */
+static int
+collect_go(const struct elf *e, struct ps_symtab *t)
+{
+	const ElfW(Shdr) *pcln = find_section_named(e, ".gopclntab");
+	const ElfW(Shdr) *text = find_section_named(e, ".text");
+	struct ps_gopcln g;
+	uint64_t lo, len, start;
+	const char *name;
+	uint32_t i;
+	int rc;
+
+	/* Its name in a position-independent build (-buildmode=pie). */
+	if (!pcln)
+		pcln = find_section_named(e, ".data.rel.ro.gopclntab");
+	if (!pcln || !text || pcln->sh_type != SHT_PROGBITS ||
+	    !in_file(e, pcln->sh_offset, pcln->sh_size, 1))
+		return 0;
+	start = ps_gopcln_header_text(e->p + pcln->sh_offset, pcln->sh_size);
+	if (start < text->sh_addr || start - text->sh_addr >= text->sh_size)
+		start = text->sh_addr;
+	if (ps_gopcln_open(&g, e->p + pcln->sh_offset, pcln->sh_size, start) != 0)
+		return 0;
+	for (i = 0; i < g.nfunc && t->n < MAX_SYMS; i++) {
+		name = ps_gopcln_name(&g, i);
+		ps_gopcln_range(&g, i, &lo, &len);
+		if (!name || !name[0] || len == 0)
+			continue;
+		rc = push_sym(t, lo, len, PS_SYM_SIZED | PS_SYM_GLOBAL, name);
+		if (rc == -E2BIG)
+			return 0;
+		if (rc < 0)
+			return rc;
+	}
 	return 0;
 }
 
@@ -444,7 +492,7 @@ load_file_at(const char *path, const ElfW(Phdr) *mem, uint32_t phnum, struct ps_
 	size_t idlen = 0;
 	struct stat sb;
 	void *p;
-	int fd, rc;
+	int fd, rc, go;
 
 	/* O_NONBLOCK: a FIFO put in a file's place must not block the exit. */
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
@@ -481,7 +529,12 @@ load_file_at(const char *path, const ElfW(Phdr) *mem, uint32_t phnum, struct ps_
 		memcpy(t->build_id, id, idlen);
 		t->build_id_len = (uint32_t)idlen;
 	}
-	if (rc == 0 && t->n == 0)
+	/* A stripped Go binary: its function table names the Go code, and
+	 * .dynsym (added below) what it exports. */
+	go = rc == 0 && t->n == 0;
+	if (go)
+		rc = collect_go(&e, t);
+	if (rc == 0 && (t->n == 0 || go))
 		rc = collect(&e, find_section(&e, SHT_DYNSYM), t);
 	if (rc == 0 && !debug) {
 		sort_syms(t);

@@ -2,7 +2,9 @@
  *
  * .symtab (static functions too) or, without it, .dynsym; a separate debug
  * file found by build id (/usr/lib/debug/.build-id/xx/yyyy.debug) when the
- * object has neither.  Symbols are sorted by address, one per address (the
+ * object has neither.  A Go binary without .symtab (`go build -ldflags=-s`)
+ * is named from its function table, .gopclntab (shim/gopclntab.h), with
+ * .dynsym added for what it exports.  Symbols are sorted by address, one per address (the
  * best of its aliases), names copied out so that the file is unmapped
  * right after parsing.
  *

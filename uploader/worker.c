@@ -25,6 +25,7 @@
 #include "common/log.h"
 #include "common/shmem.h"
 #include "shim/alloc.h"
+#include "shim/bench.h"
 #include "shim/stacktab.h"
 #include "uploader/symbols.h"
 
@@ -244,8 +245,12 @@ loop(int pidfd)
 			/* Killed, or ended without a word (a raw exit_group,
 			 * as Go programs end): everything sampled is here. */
 			watchdog();
-			if (!atomic_load(&c->exec_pending))
+			if (!atomic_load(&c->exec_pending)) {
 				last_pass(ps_clock_ns(CLOCK_MONOTONIC) + flush_timeout, 1, 1);
+				/* The bench build's handler timings, which the
+				 * program's destructor did not write. */
+				ps_bench_write(x->dir, x->app, (int)host);
+			}
 			pthread_mutex_unlock(&lock);
 			return;
 		}

@@ -103,6 +103,33 @@ SEEDS["config_env"] = [
 ]
 
 
+def gopclntab_seed(magic=0xfffffff0, nfunc=2):
+    """A Go 1.18+ function table (shim/gopclntab.h): header, names, pc-sp
+    tables, function table, _func records (as test/check_gopclntab.c)."""
+    names, pctab, functab = 72, 96, 128
+    funcs = functab + (2 * nfunc + 1) * 4
+    size = funcs + nfunc * 40
+    b = bytearray(size)
+    struct.pack_into("<IBBBBQQQQQQQQ", b, 0, magic, 0, 0, 1, 8, nfunc, 0, 0x401000,
+                     names, 0, 0, pctab, functab)
+    b[names:names + 22] = b"main.framed\0main.leaf\0"
+    b[pctab + 1:pctab + 8] = bytes([2, 4, 48, 0x18, 47, 4, 0])
+    b[pctab + 10:pctab + 13] = bytes([2, 0x10, 0])
+    for i in range(nfunc):
+        struct.pack_into("<II", b, functab + 8 * i, 0x20 * i, funcs - functab + 40 * i)
+        struct.pack_into("<IiiII", b, funcs + 40 * i, 0x20 * i, 12 if i % 2 else 0, 0, 0,
+                         10 if i % 2 else 1)
+    struct.pack_into("<I", b, functab + 8 * nfunc, 0x20 * nfunc)
+    return bytes(b)
+
+
+# gopclntab: the table's bytes.
+SEEDS["gopclntab"] = [
+    gopclntab_seed(), gopclntab_seed(0xfffffff1), gopclntab_seed(nfunc=5),
+    gopclntab_seed()[:140], gopclntab_seed(0xfffffffa),
+]
+
+
 def main():
     for target, seeds in SEEDS.items():
         d = os.path.join(HERE, "corpus", target)

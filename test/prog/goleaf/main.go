@@ -1,0 +1,113 @@
+// goleaf: a Go program of the shim's tests whose CPU time is almost all in
+// one frameless leaf.  mix spills nothing and calls nothing, so the
+// compiler gives it no frame: it never saves BP, and a frame-pointer walk
+// from inside it skips its caller.  The shim's test asserts that samples
+// in mix still reach spin (test_go.py).  Then clobber (assembly) spins
+// with BP pointing at unmapped memory, at a PROT_NONE page, at a
+// misaligned address and at data that is not a frame: the walk must end
+// there, never fault.  Last, cgoWork spins in C code (package cspin)
+// called through cgo.  Linked dynamically (it imports net), as the shim
+// needs, by the C linker (cgo code of its own), and stripped
+// (-ldflags=-s): its names and SP deltas come from its function table.
+// Its output depends only on its argument.
+//
+// usage: goleaf ROUNDS
+package main
+
+import (
+	"fmt"
+	"goleaf/cspin"
+	"net"
+	"os"
+	"strconv"
+	"syscall"
+	"unsafe"
+)
+
+// clobber spins n times with BP = bp (clobber_amd64.s).
+func clobber(n int, bp uintptr) int
+
+// badFrames runs clobber with each kind of bad frame pointer.
+//
+//go:noinline
+func badFrames(n int) int {
+	none, err := syscall.Mmap(-1, 0, 4096, syscall.PROT_NONE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	if err != nil {
+		panic(err)
+	}
+	gone, err := syscall.Mmap(-1, 0, 4096, syscall.PROT_READ, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	if err != nil {
+		panic(err)
+	}
+	goneAt := uintptr(unsafe.Pointer(&gone[0]))
+	if err := syscall.Munmap(gone); err != nil {
+		panic(err)
+	}
+	junk := make([]uintptr, 4)
+	for i := range junk {
+		junk[i] = 0x5a5a5a5a5a5a5a5a
+	}
+	sum := 0
+	for _, bp := range []uintptr{
+		uintptr(unsafe.Pointer(&none[0])),     // PROT_NONE
+		goneAt,                                // unmapped
+		uintptr(unsafe.Pointer(&junk[0])) + 3, // misaligned
+		uintptr(unsafe.Pointer(&junk[0])),     // not a frame
+		^uintptr(7),                           // the top of the address space
+	} {
+		sum += clobber(n, bp) & 0xffff
+	}
+	return sum
+}
+
+// mix: a frameless leaf (TEXT main.mix(SB), NOSPLIT|ABIInternal, $0-8).
+//
+//go:noinline
+func mix(x uint64) uint64 {
+	for i := 0; i < 64; i++ {
+		x ^= x << 13
+		x ^= x >> 7
+		x ^= x << 17
+	}
+	return x
+}
+
+// spin: mix's only caller.
+//
+//go:noinline
+func spin(n int) uint64 {
+	var s uint64
+	for i := 0; i < n; i++ {
+		s += mix(s + uint64(i))
+	}
+	return s
+}
+
+// cgoWork: the Go caller of the C loop.
+//
+//go:noinline
+func cgoWork(n int) uint64 {
+	return cspin.Spin(uint64(n))
+}
+
+// cgoAlloc: the Go caller of the C allocations.
+//
+//go:noinline
+func cgoAlloc(n int) uint64 {
+	return cspin.Churn(uint64(n))
+}
+
+func main() {
+	if len(os.Args) != 2 {
+		fmt.Fprintln(os.Stderr, "usage: goleaf ROUNDS")
+		os.Exit(2)
+	}
+	n, err := strconv.Atoi(os.Args[1])
+	if err != nil || n < 0 {
+		fmt.Fprintln(os.Stderr, "goleaf: bad ROUNDS")
+		os.Exit(2)
+	}
+	fmt.Println("rounds", n, "sum", spin(n), "via", net.IPv4(127, 0, 0, 1))
+	fmt.Println("bad frames", badFrames(10*n))
+	fmt.Println("cgo", cgoWork(20*n), cgoAlloc(n/10))
+}
