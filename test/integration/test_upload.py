@@ -75,7 +75,9 @@ class Peer:
         return out
 
     def ingest(self, units=None):
-        rs = self.records("/ingest")
+        """Accepted profile uploads, through /ingest or the push API."""
+        rs = [r for r in self.records() if r["path"].endswith(
+            ("/ingest", "/push.v1.PusherService/Push"))]
         return [r for r in rs if units is None or r["units"] == units]
 
     def rejected(self):
@@ -203,6 +205,36 @@ class Periodic(UploadTest):
         local = self.profile(self.app, pid, "alloc.pb.gz")
         self.assertEqual(pprof_total([r["payload"] for r in alloc], 1), pprof_total([local], 1))
         return cpu, alloc
+
+    def test_push_api_delivers_every_interval_once_with_the_servers_labels(self):
+        # PYROSCOPE_UPLOAD_API=push: the same profiles through
+        # push.v1.PusherService/Push; the peer applies the server's label
+        # rules (ValidateLabels) and the Connect protocol's content type.
+        peer = self.peer()
+        self.burn(peer, 1500, PYROSCOPE_UPLOAD_API="push",
+                  PYROSCOPE_TAGS="env=dev,region.name=eu-1")
+        self.assertEqual(peer.rejected(), [])
+        recs = peer.ingest()
+        self.assertEqual({r["kind"] for r in recs}, {"push"})
+        for r in recs:
+            self.assertEqual(r["content_type"], "application/proto")
+            self.assertEqual(r["connect_protocol_version"], "1")
+            self.assertEqual((r["series"], r["samples_per_series"]), (1, [1]))
+            want = {"__name__": "process_cpu" if r["units"] == "samples" else "memory",
+                    "__delta__": "false", "service_name": self.app, "pyroscope_spy": "pyroshim",
+                    "env": "dev", "region_name": "eu-1"}
+            self.assertEqual(r["push_labels"], want)
+        cpu, alloc = peer.ingest("samples"), peer.ingest("bytes")
+        self.assertGreaterEqual(len(cpu), 2)
+        pid = self.local_pid()
+        for recs, kind, idx in ((cpu, "cpu", 1), (alloc, "alloc", 1)):
+            spans = sorted((x["from_ns"], x["until_ns"]) for x in recs)
+            self.assertEqual(len(set(spans)), len(spans), "an interval arrived twice")
+            for (_, until), (start, _) in zip(spans, spans[1:]):
+                self.assertEqual(start, until, "intervals must line up: %s" % spans)
+            local = self.profile(self.app, pid, kind + ".pb.gz")
+            self.assertEqual(pprof_total([x["payload"] for x in recs], idx),
+                             pprof_total([local], idx))
 
     def test_long_program_uploads_every_interval_contiguously(self):
         peer = self.peer()
