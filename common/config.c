@@ -238,6 +238,8 @@ static const struct var vars[] = {
 	  "pprof" },
 	{ "PYROSCOPE_UPLOAD_API", K_API, OFF(upload_push), 0, 1, "expected ingest or push",
 	  "ingest" },
+	{ "PYROSCOPE_PPROF_ADDRESS", K_STR, STR(pprof_address),
+	  "expected host:port such as 127.0.0.1:6060", "no listener" },
 	{ "PYROSCOPE_CA_FILE", K_PATH, OFF(ca_file), 0, 0, "expected a file path", "system CAs" },
 	{ "PYROSCOPE_TLS_INSECURE", K_BOOL, OFF(tls_insecure), 0, 1, "expected true or false",
 	  "false" },

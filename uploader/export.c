@@ -256,6 +256,22 @@ ps_export_run(struct ps_export *x, int final)
 	return rc;
 }
 
+int
+ps_export_refresh(struct ps_export *x)
+{
+	int rc;
+
+	if (!x->st)
+		return -ENODATA;
+	if (!x->ready) {
+		rc = ps_fold_init(&x->fold, ps_stacktab_size(x->st), x->skip_lo, x->skip_hi);
+		if (rc)
+			return rc;
+		x->ready = 1;
+	}
+	return ps_fold_update(&x->fold, x->st, x->alloc_on ? x->lt : NULL);
+}
+
 void
 ps_export_send(struct ps_export *x, int final, uint64_t deadline_ns, pthread_mutex_t *lock)
 {

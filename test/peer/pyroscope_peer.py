@@ -161,29 +161,14 @@ def check_pprof(raw):
         raise Reject(422, 'invalid_argument', 'bad gzip: %s' % e)
     if len(data) > MAX_PROFILE:
         raise Reject(413, 'invalid_argument', 'profile too large: %d' % len(data))
-    counts, strings, i = {}, [], 0
     try:
-        while i < len(data):
-            key, i = varint(data, i)
-            field, wire = key >> 3, key & 7
-            if wire == 0:
-                _, i = varint(data, i)
-            elif wire == 1:
-                i += 8
-            elif wire == 5:
-                i += 4
-            elif wire == 2:
-                n, i = varint(data, i)
-                if field == 6:
-                    strings.append(data[i:i + n])
-                i += n
-            else:
-                raise ValueError('wire type %d' % wire)
-            if i > len(data):
-                raise ValueError('field overruns the message')
-            counts[field] = counts.get(field, 0) + 1
+        fields = pb_fields(data)
     except ValueError as e:
         raise Reject(422, 'invalid_argument', 'malformed pprof: %s' % e)
+    counts = {}
+    for field, _, _ in fields:
+        counts[field] = counts.get(field, 0) + 1
+    strings = [v for f, w, v in fields if f == 6 and w == 2]
     if not strings or strings[0] != b'':
         raise Reject(422, 'invalid_argument', 'string_table[0] must be ""')
     if not counts.get(1):
