@@ -26,7 +26,7 @@ import time
 import unittest
 
 from common import PROG, ROOT, ShimTest, clean_env, flat_and_cum, have_go, pprof_raw
-from test_upload import free_port, pprof_total
+from test_upload import PeerTest, free_port, pprof_total
 
 sys.path.insert(0, os.path.join(ROOT, "test", "peer"))
 from pyroscope_peer import pb_fields, pprof_times as profile_times  # noqa: E402
@@ -124,7 +124,7 @@ class CpuClock(threading.Thread):
         raise AssertionError("no CPU reading around %d" % t_ns)
 
 
-class ListenTest(ShimTest):
+class ListenTest(PeerTest):
     threads = 2
     live_mib = 64
 
@@ -289,6 +289,53 @@ class Scrapes(ListenTest):
             f.write(second[2])
         self.assertGreaterEqual(pprof_total([b], 1), pprof_total([a], 1))
         self.assertGreater(pprof_total([a], 1), 0)
+
+    def test_overlapping_windows_leave_files_and_uploads_exact(self):
+        # Two CPU windows that overlap, and heap scrapes, while the program
+        # uploads every 500 ms and writes its local files: each window
+        # holds its own seconds, and the uploads still add up to the local
+        # profile of the whole run to the nanosecond (test_upload.py says
+        # why that is exact), so no scrape took or added anything.
+        peer = self.peer()
+        p = self.start(PYROSCOPE_SERVER_ADDRESS=peer.url, PYROSCOPE_UPLOAD_INTERVAL="500ms")
+        self.wait_listening(p)
+        clock = CpuClock(p.pid)
+        clock.start()
+        got = {}
+
+        def scrape(name, target, delay):
+            time.sleep(delay)
+            got[name] = http_get(self.port, target)
+        ts = [threading.Thread(target=scrape, args=a) for a in (
+            ("a", "/debug/pprof/profile?seconds=3", 0), ("b", "/debug/pprof/profile?seconds=2", 0.5),
+            ("h", "/debug/pprof/heap", 1.0))]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        time.sleep(0.1)
+        clock.done.set()
+        clock.join()
+        self.assertEqual(self.finish(p), b"")
+        for name, secs in (("a", 3), ("b", 2)):
+            status, _, body = got[name]
+            self.assertEqual(status, 200)
+            t, d = profile_times(body)
+            self.assertAlmostEqual(d / 1e9, secs, delta=0.2)
+            path = os.path.join(self.tmp, name + ".pb.gz")
+            with open(path, "wb") as f:
+                f.write(body)
+            truth = clock.at(t + d) - clock.at(t)
+            total = pprof_total([path], 1)
+            self.assertLess(abs(total - truth), 0.15 * truth + 0.05e9,
+                            "window %s: %.2f vs %.2f CPU-s" % (name, total / 1e9, truth / 1e9))
+        self.assertEqual(got["h"][0], 200)
+        cpu = peer.ingest("samples")
+        (local,) = [os.path.join(self.out, f) for f in os.listdir(self.out)
+                    if f.endswith(".cpu.pb.gz")]
+        self.assertGreaterEqual(len(cpu), 2)
+        self.assertEqual(pprof_total([r["payload"] for r in cpu], 1), pprof_total([local], 1))
+
 
 
 class BadRequests(ListenTest):
