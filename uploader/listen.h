@@ -17,6 +17,9 @@
  *       runtime does not record them answers, which Alloy takes as a
  *       normal scrape and Pyroscope ignores (no samples), instead of an
  *       error every interval.
+ *   /debug/pprof/delta_heap  not served (404): godeltaprof's per-process
+ *       deltas would be a second state to keep; Alloy's default memory
+ *       scrape reads allocs and makes the deltas itself.
  *   /debug/pprof/cmdline  the program's command line, NUL-separated.
  *   /debug/pprof/  an HTML index.
  * Anything else: 404 ("Unknown profile" under /debug/pprof/, as Go).
