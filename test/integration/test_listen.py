@@ -25,7 +25,7 @@ import threading
 import time
 import unittest
 
-from common import PROG, ROOT, ShimTest, clean_env, flat_and_cum, have_go, pprof_raw
+from common import PROG, ROOT, SHIM, clean_env, flat_and_cum, have_go, pprof_raw
 from test_upload import PeerTest, free_port, pprof_total
 
 sys.path.insert(0, os.path.join(ROOT, "test", "peer"))
@@ -479,6 +479,33 @@ class BadRequests(ListenTest):
                                                                  "60")))
         self.assertEqual((p.returncode, out, err), (3, b"scrape_target: 1 threads, 1 MiB live\n",
                                                      b""))
+
+    def test_without_a_helper_a_thread_of_the_shim_serves(self):
+        # A child subreaper gets no helper process (worker.h): the
+        # uploader and the listener are threads of the shim's own there.
+        # The wrapper itself runs without the shim: PR_SET_CHILD_SUBREAPER
+        # (36) is kept across exec, and the shim is preloaded from there.
+        wrapper = ("import ctypes, os, sys; ctypes.CDLL(None).prctl(36, 1, 0, 0, 0); "
+                   "os.environ['LD_PRELOAD'] = %r; os.execv(sys.argv[1], sys.argv[1:])" % SHIM)
+        env = clean_env({"PYROSCOPE_PPROF_ADDRESS": "127.0.0.1:%d" % self.port,
+                         "PYROSCOPE_OUTPUT_DIR": self.out}, preload=False)
+        p = subprocess.Popen([sys.executable, "-c", wrapper, TARGET, "1", "1", self.stop_file, "60"],
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             stdin=subprocess.DEVNULL)
+        self.procs.append(p)
+        self.wait_listening(p)
+        cpu = http_get(self.port, "/debug/pprof/profile?seconds=1")
+        heap = http_get(self.port, "/debug/pprof/heap")
+        with open(self.stop_file, "w"):
+            pass
+        out, err = p.communicate(timeout=30)
+        self.assertEqual((p.returncode, out, err), (3, b"scrape_target: 1 threads, 1 MiB live\n",
+                                                     b""))
+        self.assertEqual((cpu[0], heap[0]), (200, 200))
+        self.assertEqual(sample_types(cpu[2]), ["samples", "cpu"])
+        self.assertGreater(n_samples(cpu[2]), 0)
+        self.assertEqual(sample_types(heap[2]),
+                         ["alloc_objects", "alloc_space", "inuse_objects", "inuse_space"])
 
     def test_a_fork_child_does_not_take_the_port(self):
         # The fork child of sh -c (a subshell running the target) keeps
