@@ -228,6 +228,18 @@ spawn_conn(int c, pthread_attr_t *attr)
 	}
 }
 
+/* 1 if the configured address is a loopback one (127/8, ::1). */
+static int
+loopback(void)
+{
+	const struct sockaddr_in *v4 = (const struct sockaddr_in *)&addr;
+	const struct sockaddr_in6 *v6 = (const struct sockaddr_in6 *)&addr;
+
+	if (addr.ss_family == AF_INET)
+		return (ntohl(v4->sin_addr.s_addr) >> 24) == 127;
+	return IN6_IS_ADDR_LOOPBACK(&v6->sin6_addr);
+}
+
 /* One attempt: a listening socket, or -errno. */
 static int
 try_bind(void)
@@ -306,7 +318,8 @@ acceptor(void *arg)
 			strerror(-bind_err));
 		return NULL;
 	}
-	ps_info("serving /debug/pprof/ on %s", addr_text);
+	ps_info("serving /debug/pprof/ on %s%s", addr_text, loopback() ? "" :
+		" (not a loopback address: whoever reaches it reads the profiles)");
 	if (pthread_attr_init(&attr))
 		return NULL;
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
