@@ -440,3 +440,60 @@ class Unreachable(UploadTest):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+def pb_bytes(field, data):
+    """One length-delimited protobuf field."""
+    n, out = len(data), bytearray()
+    out.append(field << 3 | 2)
+    while n >= 0x80:
+        out.append(n & 0x7f | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out) + data
+
+
+def push_request(labels, profile):
+    """A PushRequest of one series (push.proto)."""
+    series = b"".join(pb_bytes(1, pb_bytes(1, k.encode()) + pb_bytes(2, v.encode()))
+                      for k, v in labels)
+    series += pb_bytes(2, pb_bytes(1, profile) + pb_bytes(2, b"id"))
+    return pb_bytes(1, series)
+
+
+class PushPeerRules(PeerTest):
+    """The peer refuses what Pyroscope's push API refuses, so a shim that
+    sent it would fail the tests that use the peer."""
+
+    def post(self, peer, body, ctype="application/proto"):
+        import urllib.error
+        import urllib.request
+        rq = urllib.request.Request(peer.url + "/push.v1.PusherService/Push", data=body,
+                                    headers={"Content-Type": ctype}, method="POST")
+        try:
+            with urllib.request.urlopen(rq, timeout=10) as r:
+                return r.status
+        except urllib.error.HTTPError as e:
+            return e.code
+
+    def test_push_rules(self):
+        peer = self.peer()
+        # A minimal valid pprof: string_table [""], one sample type.
+        prof = pb_bytes(1, b"\x08\x01\x10\x02") + pb_bytes(6, b"") + pb_bytes(6, b"cpu") + \
+            pb_bytes(6, b"nanoseconds")
+        good = [("__name__", "process_cpu"), ("service_name", "app"), ("env", "dev")]
+        self.assertEqual(self.post(peer, push_request(good, prof)), 200)
+        for why, labels, ctype, want in (
+                ("content type", good, "application/json", 415),
+                ("no service_name", good[:1], "application/proto", 400),
+                ("no __name__", good[1:], "application/proto", 400),
+                ("duplicate", good + [("env", "prod")], "application/proto", 400),
+                ("clash after '.' -> '_'", good + [("a.b", "1"), ("a_b", "2")],
+                 "application/proto", 400),
+                ("bad name", good + [("9x", "1")], "application/proto", 400),
+                ("31 labels", good + [("k%d" % i, "v") for i in range(28)],
+                 "application/proto", 400)):
+            with self.subTest(why=why):
+                self.assertEqual(self.post(peer, push_request(labels, prof), ctype), want)
+        self.assertEqual(self.post(peer, push_request(good, b"\x1f\x8bnot gzip")), 422)
+        self.assertEqual(self.post(peer, b"\x0a\xff"), 400)
