@@ -438,10 +438,6 @@ class Unreachable(UploadTest):
             self.assertGreaterEqual(len(peer.rejected()), 1, "the peer saw no request")
 
 
-if __name__ == "__main__":
-    unittest.main()
-
-
 def pb_bytes(field, data):
     """One length-delimited protobuf field."""
     n, out = len(data), bytearray()
@@ -497,3 +493,7 @@ class PushPeerRules(PeerTest):
                 self.assertEqual(self.post(peer, push_request(labels, prof), ctype), want)
         self.assertEqual(self.post(peer, push_request(good, b"\x1f\x8bnot gzip")), 422)
         self.assertEqual(self.post(peer, b"\x0a\xff"), 400)
+
+
+if __name__ == "__main__":
+    unittest.main()
