@@ -77,8 +77,9 @@ void ps_listen_bind(void);
  * program's descriptors. */
 int ps_listen_fd(void);
 
-/* Close the socket in the program once the helper holds it.
- * Context: constructor, after the helper is made. */
+/* Close the socket in this process: in the program once the helper holds
+ * it, and in a fork child (where, in thread mode, it was copied).
+ * Context: constructor after the helper is made; fork child handler. */
 void ps_listen_drop(void);
 
 /* Start the listener in this process: a thread that accepts on the

@@ -641,6 +641,9 @@ ps_worker_child(void)
 	/* The parent's control block and helper (or thread) are not ours. */
 	c = NULL;
 	helper = running = listen_here = 0;
+	/* Thread mode: the parent's listening socket was copied into this
+	 * child's descriptor table; only the parent serves it. */
+	ps_listen_drop();
 	pthread_mutex_init(&lock, NULL);
 	if (parent)
 		(void)munmap(parent, sizeof(*parent));
