@@ -181,7 +181,7 @@ ps_parse_signal(const char *s, int *out)
 }
 
 enum kind { K_BOOL, K_UINT, K_DURATION, K_SIZE, K_LEVEL, K_STR, K_URL, K_PATH, K_SECRET,
-	     K_FORMAT, K_TIMER, K_SIGNAL };
+	     K_FORMAT, K_TIMER, K_SIGNAL, K_API };
 
 struct var {
 	const char *name;
@@ -238,6 +238,10 @@ static const struct var vars[] = {
 	{ "PYROSCOPE_HTTP_HEADERS", K_SECRET, STR(http_headers), "too long", "none" },
 	{ "PYROSCOPE_INGEST_FORMAT", K_FORMAT, OFF(ingest_folded), 0, 1, "expected pprof or folded",
 	  "pprof" },
+	{ "PYROSCOPE_UPLOAD_API", K_API, OFF(upload_push), 0, 1, "expected ingest or push",
+	  "ingest" },
+	{ "PYROSCOPE_PPROF_ADDRESS", K_STR, STR(pprof_address),
+	  "expected host:port such as 127.0.0.1:6060", "no listener" },
 	{ "PYROSCOPE_CA_FILE", K_PATH, OFF(ca_file), 0, 0, "expected a file path", "system CAs" },
 	{ "PYROSCOPE_TLS_INSECURE", K_BOOL, OFF(tls_insecure), 0, 1, "expected true or false",
 	  "false" },
@@ -307,9 +311,21 @@ parse_number(const struct var *v, const char *s, uint64_t *out)
 	return 0;
 }
 
+/* The words of a two-word enum, value 0 first. */
+static const char *const *
+two_words(enum kind k)
+{
+	static const char *const format[2] = { "pprof", "folded" };
+	static const char *const timer[2] = { "thread", "process" };
+	static const char *const api[2] = { "ingest", "push" };
+
+	return k == K_FORMAT ? format : k == K_TIMER ? timer : api;
+}
+
 static int
 store(struct ps_config *c, const struct var *v, const char *s)
 {
+	const char *const *w;
 	char *field = (char *)c + v->off;
 	uint64_t num;
 	size_t n;
@@ -335,11 +351,12 @@ store(struct ps_config *c, const struct var *v, const char *s)
 		return 0;
 	case K_FORMAT:
 	case K_TIMER:
+	case K_API:
 		/* Two-word enums: the second word is value 1. */
-		if (strcasecmp(s, v->kind == K_FORMAT ? "pprof" : "thread") &&
-		    strcasecmp(s, v->kind == K_FORMAT ? "folded" : "process"))
+		w = two_words(v->kind);
+		if (strcasecmp(s, w[0]) && strcasecmp(s, w[1]))
 			return -EINVAL;
-		iv = !strcasecmp(s, v->kind == K_FORMAT ? "folded" : "process");
+		iv = !strcasecmp(s, w[1]);
 		memcpy(field, &iv, sizeof(iv));
 		return 0;
 	default:

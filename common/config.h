@@ -50,6 +50,9 @@ struct ps_config {
 	char tenant[256];              /* PYROSCOPE_TENANT_ID */
 	char http_headers[4096];       /* PYROSCOPE_HTTP_HEADERS, JSON (secret) */
 	int ingest_folded;             /* PYROSCOPE_INGEST_FORMAT=folded (default pprof) */
+	int upload_push;               /* PYROSCOPE_UPLOAD_API=push (default ingest) */
+	char pprof_address[256];       /* PYROSCOPE_PPROF_ADDRESS host:port; "" = no listener
+					* (uploader/listen.c validates it) */
 	char ca_file[PATH_MAX];        /* PYROSCOPE_CA_FILE */
 	int tls_insecure;              /* PYROSCOPE_TLS_INSECURE (default false) */
 	/* Trace correlation. */

@@ -28,6 +28,7 @@
 #include "shim/bench.h"
 #include "common/config.h"
 #include "uploader/export.h"
+#include "uploader/listen.h"
 #include "common/guard.h"
 #include "common/shmem.h"
 #include "shim/livetab.h"
@@ -316,6 +317,8 @@ start_export(struct ps_config *c)
 	/* A server that cannot be used falls back to local files. */
 	output_dir(c, x->remote.on, x->dir, sizeof(x->dir));
 	ps_export_check_dir(x);
+	if (ps_listen_configure(c->pprof_address) == 0)
+		ps_listen_bind();
 	if (x->nlabels)
 		ps_info("trace_id %s, root span_id %s", x->trace_hex, x->span_hex);
 	if (ps_worker_start(x, c->upload_interval_ns, c->flush_timeout_ns))

@@ -528,7 +528,9 @@ load(uintptr_t at, uintptr_t lo, uintptr_t hi, uintptr_t *out)
 	return 0;
 }
 
-PS_SIGSAFE int
+/* Not reached by the handler (it calls ps_ehframe_walk_until), so not
+ * PS_SIGSAFE-marked, though as safe. */
+int
 ps_ehframe_walk(const struct ps_frame_regs *regs, uintptr_t stack_hi,
 		uintptr_t *ips, int max, int exact_leaf)
 {

@@ -23,7 +23,8 @@ u32(const uint8_t *p)
 	return v;
 }
 
-PS_SIGSAFE static uint64_t
+/* The header's words: read at start-up only. */
+static uint64_t
 u64(const uint8_t *p)
 {
 	uint64_t v;

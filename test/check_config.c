@@ -133,6 +133,7 @@ static const struct {
 	{ "PYROSCOPE_LOG_LEVEL", "de\nbug", "PYROSCOPE_LOG_LEVEL=de?bug: " },
 	{ "PYROSCOPE_CPU_TIMER", "posix", "pyroshim: PYROSCOPE_CPU_TIMER=posix: expected thread or process; using thread\n" },
 	{ "PYROSCOPE_INGEST_FORMAT", "json", "expected pprof or folded; using pprof\n" },
+	{ "PYROSCOPE_UPLOAD_API", "grpc", "expected ingest or push; using ingest\n" },
 	{ "PYROSCOPE_TLS_INSECURE", "sure", "using false\n" },
 	{ "PYROSCOPE_TRACE_CORRELATION", "2", "using false\n" },
 };
@@ -185,6 +186,7 @@ START_TEST(config_reads_upload_and_trace_settings)
 	set("PYROSCOPE_TAGS", "b=2");
 	set("PYROSCOPE_CPU_TIMER", "process");
 	set("PYROSCOPE_INGEST_FORMAT", "folded");
+	set("PYROSCOPE_UPLOAD_API", "PUSH");
 	set("PYROSCOPE_TRACE_CORRELATION", "yes");
 	set("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4318/");
 	set("OTEL_TRACES_EXPORTER", "none");
@@ -192,6 +194,7 @@ START_TEST(config_reads_upload_and_trace_settings)
 	ck_assert_str_eq(c.tags, "b=2");  /* PYROSCOPE_TAGS wins over its alias */
 	ck_assert_int_eq(c.cpu_timer, 1);
 	ck_assert_int_eq(c.ingest_folded, 1);
+	ck_assert_int_eq(c.upload_push, 1);
 	ck_assert_int_eq(c.trace_correlation, 1);
 	ck_assert_str_eq(c.otlp_endpoint, "http://collector:4318/v1/traces");
 	ck_assert_int_eq(c.otlp_disabled, 1);

@@ -245,6 +245,27 @@ comments(struct ps_export *x, char c[][200], int incomplete)
 	return n;
 }
 
+/* Make the fold at the first pass or scrape.  Returns 0 or -ENOMEM (the
+ * next pass tries again). */
+static int
+fold_ready(struct ps_export *x, const struct ps_stacktab *st)
+{
+	int rc;
+
+	if (x->ready)
+		return 0;
+	rc = ps_fold_init(&x->fold, ps_stacktab_size(st), x->skip_lo, x->skip_hi);
+	if (rc) {
+		x->fold_errors++;
+		return rc;
+	}
+	/* Without memory for the DWARF reader, names stay function-level. */
+	if (ps_fold_configure(&x->fold, x->cfg->folded_lines, x->cfg->dwarf_memory, DWARF_PASS_NS))
+		ps_warn("no memory for source lines: profiles name functions only");
+	x->ready = 1;
+	return 0;
+}
+
 int
 ps_export_run(struct ps_export *x, int final)
 {
@@ -262,18 +283,9 @@ ps_export_run(struct ps_export *x, int final)
 	if (!x->ready && ps_stacktab_empty(st) &&
 	    (!x->lt || atomic_load_explicit(&x->lt->live, memory_order_relaxed) == 0))
 		return 0;
-	if (!x->ready) {
-		rc = ps_fold_init(&x->fold, ps_stacktab_size(st), x->skip_lo, x->skip_hi);
-		if (rc) {
-			x->fold_errors++;       /* tried again at the next pass */
-			return rc;
-		}
-		/* Without memory for the DWARF reader, names stay function-level. */
-		if (ps_fold_configure(&x->fold, x->cfg->folded_lines, x->cfg->dwarf_memory,
-				      DWARF_PASS_NS))
-			ps_warn("no memory for source lines: profiles name functions only");
-		x->ready = 1;
-	}
+	rc = fold_ready(x, st);
+	if (rc)
+		return rc;
 	x->passes++;
 	folded = ps_fold_update(&x->fold, st, x->alloc_on ? x->lt : NULL);
 	if (folded)
@@ -294,6 +306,18 @@ ps_export_run(struct ps_export *x, int final)
 	ps_remote_queue(&x->remote, &x->fold, x->cpu_on, x->alloc_on, &m,
 			ps_clock_ns(CLOCK_REALTIME));
 	return rc;
+}
+
+int
+ps_export_refresh(struct ps_export *x)
+{
+	const struct ps_stacktab *st = ps_stacktab_current();
+	int rc;
+
+	if (!st)
+		return -ENODATA;
+	rc = fold_ready(x, st);
+	return rc ? rc : ps_fold_update(&x->fold, st, x->alloc_on ? x->lt : NULL);
 }
 
 void

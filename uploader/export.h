@@ -80,6 +80,14 @@ void ps_export_check_dir(struct ps_export *x);
  * Returns 0 or a negative errno of the first failure (already logged). */
 int ps_export_run(struct ps_export *x, int final);
 
+/* Bring x->fold up to date with the tables (making it on first use)
+ * without writing or queuing anything: for the /debug/pprof listener,
+ * whose views are differences of, or the same as, the fold's cumulative
+ * values.  Passes recompute every counter from the tables, so an extra
+ * update changes nothing for them.  Returns 0 or -ENOMEM (the fold may
+ * then be partial).  Context: holding the worker's lock. */
+int ps_export_refresh(struct ps_export *x) PS_WUR;
+
 /* Send queued uploads that are due (final: all, once, by deadline_ns). */
 void ps_export_send(struct ps_export *x, int final, uint64_t deadline_ns, pthread_mutex_t *lock);
 /* When the next queued upload is due (CLOCK_MONOTONIC), or UINT64_MAX. */

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "uploader/ingest.h"
+#include "uploader/push.h"
 #include "common/log.h"
 
 #define BODY_CAP (32u << 20)
@@ -63,6 +64,8 @@ headers_setup(struct ps_remote *r, const struct ps_config *c, int *bad)
 		snprintf(r->tenant_line, sizeof(r->tenant_line), "X-Scope-OrgID: %s", c->tenant);
 		r->lines[n++] = r->tenant_line;
 	}
+	if (r->push)
+		r->lines[n++] = "Connect-Protocol-Version: 1";
 	for (i = 0; i < r->hdrs.n && n < PS_HTTP_MAX_HEADERS; i++)
 		r->lines[n++] = ps_headers_line(&r->hdrs, i);  /* user headers last */
 	r->up.pyro.headers = r->lines;
@@ -107,6 +110,7 @@ ps_remote_setup(struct ps_remote *r, const struct ps_config *c, const struct ps_
 	memset(r, 0, sizeof(*r));
 	r->last_until_ns = start_ns;
 	r->folded = c->ingest_folded;
+	r->push = c->upload_push;
 	r->sample_rate = c->sample_rate;
 	r->alloc_mean = c->alloc_sample_bytes;
 	r->up.ca_file = c->ca_file[0] ? c->ca_file : NULL;
@@ -140,6 +144,12 @@ ps_remote_setup(struct ps_remote *r, const struct ps_config *c, const struct ps_
 	r->up.pyro.bearer = c->auth_token[0] ? c->auth_token : NULL;
 	if (c->tls_insecure)
 		ps_log_config("PYROSCOPE_TLS_INSECURE=true: TLS certificates are not verified");
+	if (r->push && r->folded) {
+		ps_log_config("PYROSCOPE_INGEST_FORMAT=folded: the push API takes pprof only; "
+			      "sending pprof");
+		r->folded = 0;
+		bad++;
+	}
 	headers_setup(r, c, &bad);
 	if (ps_tags_format_name(r->app, NULL, &r->tags, r->name, sizeof(r->name))) {
 		ps_log_config("PYROSCOPE_TAGS: the series name is too long; using no tags");
@@ -219,6 +229,31 @@ queue_request(struct ps_remote *r, const struct ps_ingest_query *q, struct ps_bu
 	return ps_upload_enqueue(&r->up, (char *)url.data, ctype, body, what, 0);
 }
 
+/* The push API: one series, this profile (remote.h). */
+static int
+queue_push(struct ps_remote *r, const struct ps_family *fam, const struct ps_buf *pb)
+{
+	struct ps_push_label l[PS_PUSH_MAX_LABELS];
+	struct ps_buf body = PS_BUF_INIT(BODY_CAP + 65536);
+	unsigned dropped;
+	size_t n = ps_push_labels(fam == &ps_family_cpu ? "process_cpu" : "memory", r->app,
+				  &r->tags, l, &dropped);
+	char *url;
+	int rc;
+
+	if (dropped && !r->push_warned) {
+		ps_warn("push API: %u tag(s) left out (a repeated name once '.' is '_', a name "
+			"starting with a digit, or more than %d labels)", dropped, PS_PUSH_MAX_LABELS);
+		r->push_warned = 1;
+	}
+	rc = ps_push_request(l, n, pb->data, pb->len, &body);
+	if (rc || asprintf(&url, "%s%s", r->base, PS_PUSH_PATH) < 0) {
+		ps_buf_free(&body);
+		return rc ? rc : -ENOMEM;
+	}
+	return ps_upload_enqueue(&r->up, url, "application/proto", &body, fam->kind, 0);
+}
+
 static int
 queue_pprof(struct ps_remote *r, const struct ps_fold *f, const struct ps_family *fam,
 	    const int64_t (*d)[PS_F_NVALUES], const struct ps_profile_meta *m,
@@ -229,6 +264,12 @@ queue_pprof(struct ps_remote *r, const struct ps_fold *f, const struct ps_family
 	int rc;
 
 	rc = ps_profile_encode(f, fam, d, m, &pb);
+	if (!rc && r->push) {
+		rc = queue_push(r, fam, &pb);
+		ps_buf_free(&pb);
+		ps_buf_free(&body);
+		return rc;
+	}
 	if (!rc)
 		rc = ps_ingest_multipart(pb.data, pb.len, fam->type_config, &body, ctype,
 					 sizeof(ctype));

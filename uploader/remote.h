@@ -17,6 +17,13 @@
  *    app.alloc_space{...}, app.inuse_objects{...}, app.inuse_space{...}.
  * Empty profiles are not sent.
  *
+ * PYROSCOPE_UPLOAD_API=push sends the same pprof profiles, one request per
+ * family and interval, through `POST {server}/push.v1.PusherService/Push`
+ * instead (uploader/push.h): labels `__name__` process_cpu or memory,
+ * `service_name`, `__delta__="false"`, the tags.  The push API has no
+ * from/until: the interval is the profile's time_nanos and duration_nanos.
+ * Folded text exists only for /ingest.
+ *
  * Context: uploader thread or the exiting thread holding the worker lock.
  */
 #ifndef PS_REMOTE_H
@@ -41,6 +48,8 @@ struct ps_remote {
 	struct ps_tags tags;           /* user tags (+ trace tags) */
 	char name[8192];               /* app{tags} */
 	int folded;
+	int push;                      /* PYROSCOPE_UPLOAD_API=push */
+	int push_warned;               /* tags left out: said once */
 	unsigned sample_rate;
 	uint64_t alloc_mean;
 	struct ps_headers hdrs;

@@ -27,6 +27,7 @@
 #include "shim/alloc.h"
 #include "shim/bench.h"
 #include "shim/stacktab.h"
+#include "uploader/listen.h"
 #include "uploader/symbols.h"
 
 enum { REQ_NONE, REQ_FINAL, REQ_EXEC };
@@ -67,6 +68,10 @@ static int running;                /* a worker thread exists */
  * thread start or exit, not in the fork handler: a child that only calls
  * exec (a shell's) never pays for one.  Set by ps_worker_child. */
 static _Atomic int due;
+/* 1 in the process whose constructor started the uploader, 0 in a fork
+ * child: only the former serves /debug/pprof (listen.h).  Written as
+ * `due`. */
+static int listen_here;
 
 PS_SIGSAFE static struct timespec
 to_ts(uint64_t ns)
@@ -304,18 +309,18 @@ sender_main(void *arg)
 
 /* ---- the helper process ---------------------------------------------- */
 
-/* Everything the program opened is closed, but the log file and `keep`
- * (the helper's pidfd); the standard streams are /dev/null, or the
- * program's stderr when the log level asks for more than errors and lines
- * go there. */
+/* Everything the program opened is closed, but the log file, `keep`
+ * (the helper's pidfd) and the listener's socket; the standard streams
+ * are /dev/null, or the program's stderr when the log level asks for more
+ * than errors and lines go there. */
 static void
 detach_fds(int keep)
 {
 	int logfd = ps_log_fd(), keep_err = logfd < 0 && ps_log_level() > PS_LOG_ERROR;
 	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-	int k[2] = { logfd < keep ? logfd : keep, logfd < keep ? keep : logfd };
+	int k[3] = { logfd, keep, listen_here ? ps_listen_fd() : -1 }, t;
 	unsigned from = 3;
-	int i;
+	int i, j;
 
 	if (null >= 0) {
 		(void)dup2(null, 0);
@@ -323,7 +328,14 @@ detach_fds(int keep)
 		if (!keep_err)
 			(void)dup2(null, 2);
 	}
-	for (i = 0; i < 2; i++) {
+	for (i = 0; i < 3; i++)         /* sorted, so the gaps close in order */
+		for (j = i + 1; j < 3; j++)
+			if (k[j] < k[i]) {
+				t = k[i];
+				k[i] = k[j];
+				k[j] = t;
+			}
+	for (i = 0; i < 3; i++) {
 		if (k[i] < (int)from)
 			continue;
 		if ((unsigned)k[i] > from)
@@ -366,6 +378,8 @@ helper_main(void)
 	(void)prctl(PR_SET_NAME, "pyroshim", 0, 0, 0);
 	pidfd = host_pidfd;
 	detach_fds(pidfd);
+	if (listen_here && ps_listen_start(x, &lock, host))
+		ps_debug("uploader: no listener thread");
 	if (x->remote.on && pthread_create(&sender, NULL, sender_main, NULL))
 		ps_warn("uploader: no sending thread; uploads go out at exit");
 	if (pthread_attr_init(&attr) == 0 &&
@@ -436,6 +450,8 @@ thread_main(void *arg)
 	ps_guard_enter();  /* for the thread's whole life */
 	/* Named from inside: naming from outside opens /proc/self/task/N/comm. */
 	(void)prctl(PR_SET_NAME, "pyroshim", 0, 0, 0);
+	if (listen_here && ps_listen_start(x, &lock, host))
+		ps_debug("uploader: no listener thread");
 	loop(-1);
 	return NULL;
 }
@@ -485,6 +501,7 @@ start(void)
 	int rc = start_helper();
 
 	if (rc == 0) {
+		ps_listen_drop();  /* the helper holds it now */
 		ps_info("uploader: helper process started");
 		return 0;
 	}
@@ -501,6 +518,7 @@ ps_worker_start(struct ps_export *e, uint64_t interval_ns, uint64_t flush_timeou
 	int rc;
 
 	x = e;
+	listen_here = 1;
 	interval = interval_ns;
 	flush_timeout = flush_timeout_ns;
 	rc = ctl_new();
@@ -663,7 +681,10 @@ ps_worker_child(void)
 		return;
 	/* The parent's control block and helper (or thread) are not ours. */
 	c = NULL;
-	helper = running = 0;
+	helper = running = listen_here = 0;
+	/* Thread mode: the parent's listening socket was copied into this
+	 * child's descriptor table; only the parent serves it. */
+	ps_listen_drop();
 	pthread_mutex_init(&lock, NULL);
 	if (parent)
 		ps_shmem_free(parent, sizeof(*parent));

@@ -400,6 +400,26 @@ class ServerFaults(PeerTest, FaultTest):
                            "too few drops to tell a bound from none: " + msg)
 
 
+@unittest.skipUnless(have_go(), "go tool pprof is not installed")
+class ServerFaultsPush(ServerFaults):
+    """The same faults, through the push API (PYROSCOPE_UPLOAD_API=push):
+    the same queue, retries and backoff.  The peer names each push attempt
+    in its log the way it names /ingest ones (its docstring), so every
+    assertion above reads the same."""
+
+    def go(self, url, ms, stacks=16, **extra):
+        extra.setdefault("PYROSCOPE_UPLOAD_API", "push")
+        return super().go(url, ms, stacks, **extra)
+
+    @unittest.skip("folded bodies exist only for /ingest")
+    def test_reset_in_the_middle_of_large_bodies_at_exit(self):
+        pass
+
+    @unittest.skip("folded bodies exist only for /ingest")
+    def test_queue_memory_stays_bounded_against_a_refusing_server(self):
+        pass
+
+
 class OutputDirFaults(FaultTest):
     """Local files only (no server): the one write is the last pass at
     exit, in the exiting thread."""

@@ -25,12 +25,14 @@ HEX16 = re.compile(r"^[0-9a-f]{16}$")
 # Every option of the brief; --help and pyrorun(1) must both name each one.
 OPTIONS = ["-s", "--server", "-n", "--app-name", "-t", "--tag", "-r", "--sample-rate",
            "--no-cpu", "--no-alloc", "--alloc-sample-bytes", "-o", "--output", "-i",
-           "--upload-interval", "--trace", "-v", "--verbose", "-q", "--help", "--version"]
+           "--upload-interval", "--trace", "-v", "--verbose", "-q", "--help", "--version",
+           "--pprof-address"]
 VARIABLES = ["PYROSCOPE_SERVER_ADDRESS", "PYROSCOPE_APPLICATION_NAME", "PYROSCOPE_TAGS",
              "PYROSCOPE_SAMPLE_RATE", "PYROSCOPE_PROFILING_CPU_ENABLED",
              "PYROSCOPE_PROFILING_ALLOC_ENABLED", "PYROSCOPE_ALLOC_SAMPLE_BYTES",
              "PYROSCOPE_OUTPUT_DIR", "PYROSCOPE_UPLOAD_INTERVAL", "PYROSCOPE_TRACE_CORRELATION",
-             "PYROSCOPE_LOG_LEVEL", "TRACEPARENT", "TRACESTATE", "LD_PRELOAD"]
+             "PYROSCOPE_LOG_LEVEL", "TRACEPARENT", "TRACESTATE", "LD_PRELOAD",
+             "PYROSCOPE_PPROF_ADDRESS"]
 SHOW_TRACE = "echo $TRACEPARENT; echo $TRACESTATE; echo $PYROSCOPE_TAGS; echo $PYROSCOPE_TRACE_CORRELATION"
 
 

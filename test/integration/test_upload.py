@@ -75,7 +75,9 @@ class Peer:
         return out
 
     def ingest(self, units=None):
-        rs = self.records("/ingest")
+        """Accepted profile uploads, through /ingest or the push API."""
+        rs = [r for r in self.records() if r["path"].endswith(
+            ("/ingest", "/push.v1.PusherService/Push"))]
         return [r for r in rs if units is None or r["units"] == units]
 
     def rejected(self):
@@ -203,6 +205,36 @@ class Periodic(UploadTest):
         local = self.profile(self.app, pid, "alloc.pb.gz")
         self.assertEqual(pprof_total([r["payload"] for r in alloc], 1), pprof_total([local], 1))
         return cpu, alloc
+
+    def test_push_api_delivers_every_interval_once_with_the_servers_labels(self):
+        # PYROSCOPE_UPLOAD_API=push: the same profiles through
+        # push.v1.PusherService/Push; the peer applies the server's label
+        # rules (ValidateLabels) and the Connect protocol's content type.
+        peer = self.peer()
+        self.burn(peer, 1500, PYROSCOPE_UPLOAD_API="push",
+                  PYROSCOPE_TAGS="env=dev,region.name=eu-1")
+        self.assertEqual(peer.rejected(), [])
+        recs = peer.ingest()
+        self.assertEqual({r["kind"] for r in recs}, {"push"})
+        for r in recs:
+            self.assertEqual(r["content_type"], "application/proto")
+            self.assertEqual(r["connect_protocol_version"], "1")
+            self.assertEqual((r["series"], r["samples_per_series"]), (1, [1]))
+            want = {"__name__": "process_cpu" if r["units"] == "samples" else "memory",
+                    "__delta__": "false", "service_name": self.app, "pyroscope_spy": "pyroshim",
+                    "env": "dev", "region_name": "eu-1"}
+            self.assertEqual(r["push_labels"], want)
+        cpu, alloc = peer.ingest("samples"), peer.ingest("bytes")
+        self.assertGreaterEqual(len(cpu), 2)
+        pid = self.local_pid()
+        for recs, kind, idx in ((cpu, "cpu", 1), (alloc, "alloc", 1)):
+            spans = sorted((x["from_ns"], x["until_ns"]) for x in recs)
+            self.assertEqual(len(set(spans)), len(spans), "an interval arrived twice")
+            for (_, until), (start, _) in zip(spans, spans[1:]):
+                self.assertEqual(start, until, "intervals must line up: %s" % spans)
+            local = self.profile(self.app, pid, kind + ".pb.gz")
+            self.assertEqual(pprof_total([x["payload"] for x in recs], idx),
+                             pprof_total([local], idx))
 
     def test_long_program_uploads_every_interval_contiguously(self):
         peer = self.peer()
@@ -404,6 +436,63 @@ class Unreachable(UploadTest):
                                              PYROSCOPE_UPLOAD_INTERVAL=interval))
             self.assertLess(delay, 1.0 + 1.0, interval)
             self.assertGreaterEqual(len(peer.rejected()), 1, "the peer saw no request")
+
+
+def pb_bytes(field, data):
+    """One length-delimited protobuf field."""
+    n, out = len(data), bytearray()
+    out.append(field << 3 | 2)
+    while n >= 0x80:
+        out.append(n & 0x7f | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out) + data
+
+
+def push_request(labels, profile):
+    """A PushRequest of one series (push.proto)."""
+    series = b"".join(pb_bytes(1, pb_bytes(1, k.encode()) + pb_bytes(2, v.encode()))
+                      for k, v in labels)
+    series += pb_bytes(2, pb_bytes(1, profile) + pb_bytes(2, b"id"))
+    return pb_bytes(1, series)
+
+
+class PushPeerRules(PeerTest):
+    """The peer refuses what Pyroscope's push API refuses, so a shim that
+    sent it would fail the tests that use the peer."""
+
+    def post(self, peer, body, ctype="application/proto"):
+        import urllib.error
+        import urllib.request
+        rq = urllib.request.Request(peer.url + "/push.v1.PusherService/Push", data=body,
+                                    headers={"Content-Type": ctype}, method="POST")
+        try:
+            with urllib.request.urlopen(rq, timeout=10) as r:
+                return r.status
+        except urllib.error.HTTPError as e:
+            return e.code
+
+    def test_push_rules(self):
+        peer = self.peer()
+        # A minimal valid pprof: string_table [""], one sample type.
+        prof = pb_bytes(1, b"\x08\x01\x10\x02") + pb_bytes(6, b"") + pb_bytes(6, b"cpu") + \
+            pb_bytes(6, b"nanoseconds")
+        good = [("__name__", "process_cpu"), ("service_name", "app"), ("env", "dev")]
+        self.assertEqual(self.post(peer, push_request(good, prof)), 200)
+        for why, labels, ctype, want in (
+                ("content type", good, "application/json", 415),
+                ("no service_name", good[:1], "application/proto", 400),
+                ("no __name__", good[1:], "application/proto", 400),
+                ("duplicate", good + [("env", "prod")], "application/proto", 400),
+                ("clash after '.' -> '_'", good + [("a.b", "1"), ("a_b", "2")],
+                 "application/proto", 400),
+                ("bad name", good + [("9x", "1")], "application/proto", 400),
+                ("31 labels", good + [("k%d" % i, "v") for i in range(28)],
+                 "application/proto", 400)):
+            with self.subTest(why=why):
+                self.assertEqual(self.post(peer, push_request(labels, prof), ctype), want)
+        self.assertEqual(self.post(peer, push_request(good, b"\x1f\x8bnot gzip")), 422)
+        self.assertEqual(self.post(peer, b"\x0a\xff"), 400)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,8 @@
 
 It applies Pyroscope's /ingest rules (grafana/pyroscope,
 pkg/ingester/pyroscope/ingest_handler.go and pkg/og/storage/segment/key.go)
+and its push API's (POST /push.v1.PusherService/Push, the Connect protocol:
+api/push/v1/push.proto, pkg/validation/validate.go ValidateLabels)
 strictly enough that a client mistake the real server would reject is
 rejected here too, and records everything it accepts so tests can compare
 what arrived with what was sent.  It also stores OTLP/HTTP trace exports
@@ -11,6 +13,14 @@ closed connections, connections cut mid-body, non-HTTP answers, slow
 answers).  With --tls-cert and --tls-key it speaks HTTPS only.
 
 Standard library only.  Binds 127.0.0.1; never outlives --max-seconds.
+
+A push request is recorded like an /ingest one, with the fields the tests
+compare derived from what the push API carries: app_name and labels from
+the series' labels (service_name, the rest), from_ns/until_ns from the
+pprof's time_nanos and duration_nanos, units "samples" for process_cpu and
+"bytes" for memory.  In rejected.log its path is written with those as an
+/ingest-style query (name, from, until, units), so one log serves both
+APIs; to name an attempt, --cut reads a push body whole before the reset.
 
 Output in --dir D, for every accepted request numbered NNNN from 0001:
   NNNN.json    metadata (method, path, query, app name, labels, headers, ...)
@@ -47,6 +57,9 @@ MAX_SAMPLES = 16000
 TIME_UNITS = {10: 10**9, 13: 10**6, 16: 10**3, 19: 1}  # digits -> ns factor
 APP_CHARS = re.compile(r'^[A-Za-z0-9_./-]+$')
 KEY_CHARS = re.compile(r'^[A-Za-z0-9_.]+$')
+PUSH_PATH = '/push.v1.PusherService/Push'
+PROM_NAME = re.compile(r'^[A-Za-z_][A-Za-z0-9_]*$')    # after '.' -> '_'
+PUSH_UNITS = {'process_cpu': 'samples', 'memory': 'bytes'}
 OTHER_FORMATS = ('trie', 'tree', 'lines', 'jfr', 'speedscope')
 
 
@@ -148,29 +161,14 @@ def check_pprof(raw):
         raise Reject(422, 'invalid_argument', 'bad gzip: %s' % e)
     if len(data) > MAX_PROFILE:
         raise Reject(413, 'invalid_argument', 'profile too large: %d' % len(data))
-    counts, strings, i = {}, [], 0
     try:
-        while i < len(data):
-            key, i = varint(data, i)
-            field, wire = key >> 3, key & 7
-            if wire == 0:
-                _, i = varint(data, i)
-            elif wire == 1:
-                i += 8
-            elif wire == 5:
-                i += 4
-            elif wire == 2:
-                n, i = varint(data, i)
-                if field == 6:
-                    strings.append(data[i:i + n])
-                i += n
-            else:
-                raise ValueError('wire type %d' % wire)
-            if i > len(data):
-                raise ValueError('field overruns the message')
-            counts[field] = counts.get(field, 0) + 1
+        fields = pb_fields(data)
     except ValueError as e:
         raise Reject(422, 'invalid_argument', 'malformed pprof: %s' % e)
+    counts = {}
+    for field, _, _ in fields:
+        counts[field] = counts.get(field, 0) + 1
+    strings = [v for f, w, v in fields if f == 6 and w == 2]
     if not strings or strings[0] != b'':
         raise Reject(422, 'invalid_argument', 'string_table[0] must be ""')
     if not counts.get(1):
@@ -219,6 +217,104 @@ def parse_multipart(ctype, body):
         if name:
             fields[name] = part.get_payload(decode=True) or b''
     return fields
+
+
+def pb_fields(data):
+    """Top-level fields of a protobuf message: [(field, wire, value)],
+    value an int (varint, fixed) or bytes (length-delimited)."""
+    out, i = [], 0
+    while i < len(data):
+        key, i = varint(data, i)
+        field, wire = key >> 3, key & 7
+        if wire == 0:
+            v, i = varint(data, i)
+        elif wire == 1:
+            v, i = int.from_bytes(data[i:i + 8], 'little'), i + 8
+        elif wire == 5:
+            v, i = int.from_bytes(data[i:i + 4], 'little'), i + 4
+        elif wire == 2:
+            n, i = varint(data, i)
+            v, i = data[i:i + n], i + n
+        else:
+            raise ValueError('wire type %d' % wire)
+        if i > len(data):
+            raise ValueError('field overruns the message')
+        out.append((field, wire, v))
+    return out
+
+
+def parse_push(body):
+    """PushRequest -> [(labels as [(name, value)], [raw_profile bytes])]."""
+    series = []
+    try:
+        for f, w, v in pb_fields(body):
+            if f != 1 or w != 2:
+                continue
+            labels, samples = [], []
+            for f2, w2, v2 in pb_fields(v):
+                if f2 == 1 and w2 == 2:
+                    kv = {f3: v3 for f3, w3, v3 in pb_fields(v2) if w3 == 2}
+                    labels.append((kv.get(1, b'').decode('utf-8'), kv.get(2, b'').decode('utf-8')))
+                elif f2 == 2 and w2 == 2:
+                    kv = {f3: v3 for f3, w3, v3 in pb_fields(v2) if w3 == 2}
+                    samples.append(kv.get(1, b''))
+            series.append((labels, samples))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise Reject(400, 'invalid_argument', 'malformed PushRequest: %s' % e)
+    return series
+
+
+def check_push_labels(labels):
+    """ValidateLabels' rules: sorted by the server, then a valid __name__
+    and service_name, at most 30 names, names valid once '.' is '_', no
+    duplicate.  Returns {name: value}."""
+    if not labels:
+        raise Reject(400, 'invalid_argument', 'at least one label pair is required')
+    if len(labels) > MAX_LABELS:
+        raise Reject(400, 'invalid_argument', 'max-label-names-per-series: %d > %d'
+                     % (len(labels), MAX_LABELS))
+    out = {}
+    for name, value in sorted(labels):
+        clean = name.replace('.', '_')
+        if not PROM_NAME.match(clean):
+            raise Reject(400, 'invalid_argument', 'invalid label name %r' % name)
+        if clean in out:
+            raise Reject(400, 'invalid_argument', 'duplicate label name %r' % name)
+        if len(name) > MAX_LABEL_NAME or len(value) > MAX_LABEL_VALUE:
+            raise Reject(400, 'invalid_argument', 'label too long: %r' % name[:64])
+        out[clean] = value
+    if not PROM_NAME.match(out.get('__name__', '')):
+        raise Reject(400, 'invalid_argument', 'invalid metric name')
+    if not out.get('service_name'):
+        raise Reject(400, 'invalid_argument', 'service name is not provided')
+    return out
+
+
+def pprof_times(raw):
+    """(time_nanos, duration_nanos) of a pprof, gzipped or not."""
+    data = gzip.decompress(raw) if raw[:2] == b'\x1f\x8b' else raw
+    t = d = 0
+    for f, w, v in pb_fields(data):
+        if f == 9 and w == 0:
+            t = v
+        elif f == 10 and w == 0:
+            d = v
+    return t, d
+
+
+def push_key(body):
+    """The /ingest-style query that names a push attempt in rejected.log."""
+    try:
+        labels, samples = parse_push(body)[0]
+        ls = dict(labels)
+        t, d = pprof_times(samples[0])
+    except (Reject, IndexError, ValueError, OSError, EOFError, zlib.error):
+        return ''
+    tags = ','.join('%s=%s' % kv for kv in sorted(ls.items())
+                    if kv[0] not in ('__name__', '__delta__', 'service_name', 'pyroscope_spy'))
+    return '?' + urllib.parse.urlencode({
+        'name': '%s{%s}' % (ls.get('service_name', ''), tags), 'from': '%019d' % t,
+        'until': '%019d' % (t + d), 'units': PUSH_UNITS.get(ls.get('__name__'), '')})
 
 
 class Peer:
@@ -311,33 +407,45 @@ class Handler(BaseHTTPRequestHandler):
         self.answer(404, {'code': 'not_found', 'message': 'POST only'})
 
     def do_POST(self):
+        self.log_path = None
+        path = urllib.parse.urlsplit(self.path).path
+        push = path.endswith(PUSH_PATH)
         if self.peer.args.cut is not None and self.peer.take_fault():
-            self.cut(self.peer.args.cut)
+            if push:
+                self.log_path = self.path + push_key(self.read_body() or b'')
+                self.cut(0)
+            else:
+                self.cut(self.peer.args.cut)
             return
         body = self.read_body()
         if body is None:
             return
+        if push:
+            self.log_path = self.path + push_key(body)
         if self.peer.args.slow:
             self.peer.stop.wait(self.peer.args.slow)
         if self.peer.take_fault():
             self.fault()
             return
-        path = urllib.parse.urlsplit(self.path).path
         try:
             self.check_auth()
-            if path.endswith('/ingest'):
+            if push:
+                rec, ext, payload = self.push(body)
+            elif path.endswith('/ingest'):
                 rec, ext, payload = self.ingest(body)
             elif path.endswith('/v1/traces'):
                 rec, ext, payload = self.traces(body)
             else:
                 raise Reject(404, 'not_found', 'no handler for %s' % path)
         except Reject as r:
-            self.peer.log_reject(r.status, self.path, r.message)
+            self.peer.log_reject(r.status, self.logged_path(), r.message)
             self.answer(r.status, {'code': r.code, 'message': r.message})
             return
         self.peer.save(self.record(rec, body), ext, payload)
         if path.endswith('/v1/traces'):
             self.answer(200, b'', 'application/x-protobuf')
+        elif push:
+            self.answer(200, b'', 'application/proto')     # an empty PushResponse
         else:
             self.answer(200, b'')
 
@@ -373,7 +481,7 @@ class Handler(BaseHTTPRequestHandler):
     def fault(self):
         a = self.peer.args
         self.close_connection = True
-        self.peer.log_reject(a.status or 0, self.path, 'injected fault')
+        self.peer.log_reject(a.status or 0, self.logged_path(), 'injected fault')
         if a.hang:
             self.peer.stop.wait()       # until the peer exits
             return
@@ -394,7 +502,7 @@ class Handler(BaseHTTPRequestHandler):
         """A server going away mid-upload: read the headers and at most n
         bytes of the body, then reset the connection (RST, no answer)."""
         self.close_connection = True
-        self.peer.log_reject(0, self.path, 'injected fault: cut after %d body bytes' % n)
+        self.peer.log_reject(0, self.logged_path(), 'injected fault: cut after %d body bytes' % n)
         try:
             want = int(self.headers.get('Content-Length', '0'))
         except ValueError:
@@ -405,6 +513,38 @@ class Handler(BaseHTTPRequestHandler):
                                    struct.pack('ii', 1, 0))
         self.rfile.close()              # the last reference but ours:
         self.connection.close()         # this close sends the RST
+
+    def logged_path(self):
+        return getattr(self, 'log_path', None) or self.path
+
+    def push(self, body):
+        """The push API (Connect, unary): application/proto, one or more
+        series, each with valid labels and pprof samples.  Recorded as the
+        first series' first sample (the shim sends one of each)."""
+        ctype = self.headers.get('Content-Type', '')
+        if ctype.split(';')[0].strip() != 'application/proto':
+            raise Reject(415, 'invalid_argument', 'unsupported content type %r' % ctype)
+        series = parse_push(body)
+        if not series:
+            raise Reject(400, 'invalid_argument', 'no series')
+        recs = []
+        for labels, samples in series:
+            ls = check_push_labels(labels)
+            if not samples:
+                raise Reject(400, 'invalid_argument', 'series without samples')
+            for raw in samples:
+                recs.append(check_pprof(raw))
+        labels, samples = series[0]
+        ls = dict(labels)
+        t, d = pprof_times(samples[0])
+        rec = dict(recs[0])
+        rec.update({'kind': 'push', 'app_name': ls['service_name'], 'push_labels': ls,
+                    'labels': {k: v for k, v in ls.items() if not k.startswith('__')
+                               and k not in ('service_name', 'pyroscope_spy')},
+                    'series': len(series), 'samples_per_series': [len(x[1]) for x in series],
+                    'from_ns': t, 'until_ns': t + d, 'units': PUSH_UNITS.get(ls['__name__']),
+                    'connect_protocol_version': self.headers.get('Connect-Protocol-Version')})
+        return rec, '.pb.gz' if rec['gzipped'] else '.pb', samples[0]
 
     def check_auth(self):
         a = self.peer.args

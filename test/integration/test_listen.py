@@ -1,0 +1,535 @@
+"""The /debug/pprof listener (issue 15): PYROSCOPE_PPROF_ADDRESS makes any
+program a scrape target, read here with go tool pprof and with a client
+that asks exactly what Grafana Alloy's pyroscope.scrape asks
+(docs/ALLOY.md).
+
+Why the CPU comparison holds on a loaded machine: a busy thread gets less
+than a whole CPU when five people share two cores, so the truth is the CPU
+time the program really used during the profile's window -- read from
+/proc/PID/stat every 20 ms by the test and interpolated at the window's
+start and end (the profile's time_nanos and duration_nanos) -- which is
+3 CPU-seconds per busy thread on an idle machine.  At 100 Hz a 3 s window
+of two busy threads holds ~600 samples (statistical error ~4 %), and the
+/proc clock ticks are 10 ms: 15 % is far from both.
+
+Every test ends the program and compares its stdout and exit status with a
+run without the shim: no request, good or bad, may change them."""
+import gzip
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+from common import PROG, ROOT, SHIM, clean_env, flat_and_cum, have_go, pprof_raw
+from test_upload import PeerTest, free_port, pprof_total
+
+sys.path.insert(0, os.path.join(ROOT, "test", "peer"))
+from pyroscope_peer import pb_fields, pprof_times as profile_times  # noqa: E402
+
+TARGET = os.path.join(PROG, "scrape_target")
+TICK = os.sysconf("SC_CLK_TCK")
+# What Alloy's pyroscope.scrape sends by default (docs/ALLOY.md): the
+# profile types enabled by default and their paths; process_cpu carries
+# seconds = scrape_interval (15 s) - 1.
+ALLOY_DEFAULTS = [("process_cpu", "/debug/pprof/profile?seconds=14"),
+                  ("memory", "/debug/pprof/allocs"),
+                  ("goroutine", "/debug/pprof/goroutine"),
+                  ("mutex", "/debug/pprof/mutex"),
+                  ("block", "/debug/pprof/block")]
+ALLOY_UA = "Alloy/v1.11.0 (linux; binary)"
+
+
+def http_get(port, target, method="GET", headers=None, timeout=40, raw=None):
+    """One request on a fresh connection (raw: send these bytes instead).
+    Returns (status, {header: value}, body)."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    try:
+        if raw is None:
+            h = {"Host": "127.0.0.1:%d" % port, "User-Agent": ALLOY_UA,
+                 "Accept-Encoding": "gzip"}
+            h.update(headers or {})
+            raw = ("%s %s HTTP/1.1\r\n" % (method, target) +
+                   "".join("%s: %s\r\n" % kv for kv in h.items()) + "\r\n").encode()
+        s.sendall(raw)
+        data = recv_all(s)
+    finally:
+        s.close()
+    head, _, body = data.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    status = int(lines[0].split()[1]) if lines[0] else 0
+    hdrs = {}
+    for line in lines[1:]:
+        k, _, v = line.partition(":")
+        hdrs[k.strip().lower()] = v.strip()
+    return status, hdrs, body
+
+
+def recv_all(s):
+    """Everything until the peer closes."""
+    data = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            return data
+        data += chunk
+
+
+def sample_types(body):
+    """The sample types' names of a gzipped pprof, in order."""
+    data = gzip.decompress(body)
+    fields = pb_fields(data)
+    strings = [v for f, w, v in fields if f == 6 and w == 2]
+    out = []
+    for f, w, v in fields:
+        if f == 1 and w == 2:
+            vt = dict((f2, v2) for f2, w2, v2 in pb_fields(v) if w2 == 0)
+            out.append(strings[vt.get(1, 0)].decode())
+    return out
+
+
+def n_samples(body):
+    return sum(1 for f, w, _ in pb_fields(gzip.decompress(body)) if f == 2 and w == 2)
+
+
+class CpuClock(threading.Thread):
+    """The program's CPU time (/proc/PID/stat utime+stime), read every
+    20 ms with the wall clock, until stopped."""
+
+    def __init__(self, pid):
+        super().__init__(daemon=True)
+        self.pid, self.points, self.done = pid, [], threading.Event()
+
+    def run(self):
+        while not self.done.is_set():
+            try:
+                with open("/proc/%d/stat" % self.pid) as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                cpu = (int(fields[11]) + int(fields[12])) * 1e9 / TICK
+            except (OSError, IndexError, ValueError):
+                return
+            self.points.append((time.time_ns(), cpu))
+            time.sleep(0.02)
+
+    def at(self, t_ns):
+        """CPU ns at wall time t_ns, interpolated."""
+        pts = self.points
+        for (t0, c0), (t1, c1) in zip(pts, pts[1:]):
+            if t0 <= t_ns <= t1:
+                return c0 + (c1 - c0) * (t_ns - t0) / max(t1 - t0, 1)
+        raise AssertionError("no CPU reading around %d" % t_ns)
+
+
+class ListenTest(PeerTest):
+    threads = 2
+    live_mib = 64
+
+    def setUp(self):
+        super().setUp()
+        self.port = free_port()
+        self.stop_file = os.path.join(self.tmp, "stop")
+        self.procs = []
+
+    def tearDown(self):
+        for p in self.procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            for f in (getattr(p, "out", None), getattr(p, "err", None)):
+                if f:
+                    f.close()
+        super().tearDown()
+
+    def start(self, **extra):
+        env = {"PYROSCOPE_PPROF_ADDRESS": "127.0.0.1:%d" % self.port,
+               "PYROSCOPE_OUTPUT_DIR": self.out, "PYROSCOPE_APPLICATION_NAME": "st"}
+        env.update(extra)
+        out = open(os.path.join(self.tmp, "out%d" % len(self.procs)), "w+b")
+        err = open(os.path.join(self.tmp, "err%d" % len(self.procs)), "w+b")
+        p = subprocess.Popen([TARGET, str(self.threads), str(self.live_mib), self.stop_file, "60"],
+                             env=clean_env(env), stdout=out, stderr=err, stdin=subprocess.DEVNULL)
+        p.out, p.err = out, err
+        self.procs.append(p)
+        return p
+
+    def wait_listening(self, p, port=None):
+        """Until the program is ready (its live set made, its threads
+        running) and the port answers."""
+        deadline = time.monotonic() + 15
+        while not os.path.exists(self.stop_file + ".ready"):
+            self.assertIsNone(p.poll(), "the program ended early")
+            self.assertLess(time.monotonic(), deadline, "the program never got ready")
+            time.sleep(0.02)
+        while time.monotonic() < deadline:
+            self.assertIsNone(p.poll(), "the program ended early")
+            try:
+                socket.create_connection(("127.0.0.1", port or self.port), timeout=1).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise AssertionError("nothing listens on %d" % (port or self.port))
+
+    def finish(self, p):
+        """End the program; assert it printed and returned what it does
+        without the shim.  Returns its stderr."""
+        with open(self.stop_file, "w"):
+            pass
+        rc = p.wait(timeout=30)
+        p.out.seek(0)
+        p.err.seek(0)
+        self.assertEqual(rc, 3, "exit status changed")
+        self.assertEqual(p.out.read(), b"scrape_target: %d threads, %d MiB live\n"
+                         % (self.threads, self.live_mib))
+        os.unlink(self.stop_file)
+        if os.path.exists(self.stop_file + ".ready"):
+            os.unlink(self.stop_file + ".ready")
+        return p.err.read()
+
+
+@unittest.skipUnless(have_go(), "go tool pprof is not installed")
+class Scrapes(ListenTest):
+    def test_go_tool_pprof_seconds_3_measures_exactly_the_window(self):
+        p = self.start()
+        self.wait_listening(p)
+        clock = CpuClock(p.pid)
+        clock.start()
+        env = dict(os.environ, PPROF_TMPDIR=self.tmp, HOME=os.environ.get("HOME", "/tmp"))
+        r = subprocess.run(["go", "tool", "pprof", "-seconds", "3",
+                            "http://127.0.0.1:%d/debug/pprof/profile" % self.port],
+                           capture_output=True, text=True, env=env, timeout=60, stdin=subprocess.DEVNULL)
+        time.sleep(0.1)
+        clock.done.set()
+        clock.join()
+        self.assertEqual(self.finish(p), b"")
+        m = re.search(r"Saved profile in (\S+)", r.stdout + r.stderr)
+        self.assertTrue(m, r.stdout + r.stderr)
+        with open(m.group(1), "rb") as f:
+            t, d = profile_times(f.read())
+        self.assertAlmostEqual(d / 1e9, 3.0, delta=0.2)
+        truth = clock.at(t + d) - clock.at(t)
+        total = pprof_total([m.group(1)], 1)
+        msg = "profile %.2f CPU-s, the program used %.2f in the window (%d busy threads)" % (
+            total / 1e9, truth / 1e9, self.threads)
+        self.assertGreater(truth, 0.3e9 * self.threads, msg)
+        self.assertLess(abs(total - truth), 0.15 * truth, msg)
+        _, samples = pprof_raw(m.group(1))
+        flat, _ = flat_and_cum(samples, 1)
+        self.assertGreater(flat.get("burn_a", 0), 0.9 * total, flat)
+
+    def test_heap_reports_the_live_set_and_allocs_the_same_profile(self):
+        # 64 MiB in 1024 blocks of 64 KiB, sampled every 64 KiB on average:
+        # each block is sampled with probability 1 - 1/e, and the unbiased
+        # estimate's relative error is sqrt(e^-1 / (1024 (1 - e^-1))) =
+        # 2.4 %; 10 % is four of those.
+        p = self.start(PYROSCOPE_ALLOC_SAMPLE_BYTES="64KiB")
+        self.wait_listening(p)
+        st, h, heap = http_get(self.port, "/debug/pprof/heap")
+        st2, h2, allocs = http_get(self.port, "/debug/pprof/allocs")
+        self.assertEqual(self.finish(p), b"")
+        for status, hdrs, name in ((st, h, "heap"), (st2, h2, "allocs")):
+            self.assertEqual(status, 200)
+            self.assertEqual(hdrs["content-type"], "application/octet-stream")
+            self.assertEqual(hdrs["content-disposition"], 'attachment; filename="%s"' % name)
+            self.assertEqual(hdrs["x-content-type-options"], "nosniff")
+        for body in (heap, allocs):
+            self.assertEqual(sample_types(body),
+                             ["alloc_objects", "alloc_space", "inuse_objects", "inuse_space"])
+        path = os.path.join(self.tmp, "heap.pb.gz")
+        with open(path, "wb") as f:
+            f.write(heap)
+        _, samples = pprof_raw(path)
+        _, cum = flat_and_cum(samples, 3)
+        live = 64 << 20
+        self.assertLess(abs(cum.get("hold_live", 0) - live), 0.10 * live, cum)
+        # alloc_space is cumulative since start: here as much as is live.
+        _, cum = flat_and_cum(samples, 1)
+        self.assertLess(abs(cum.get("hold_live", 0) - live), 0.10 * live)
+
+    def test_what_alloy_asks_for_process_cpu_and_memory_gets_valid_answers(self):
+        # Alloy scrapes the default profile types of a target at the same
+        # time, every 15 s; its delta computation for memory needs two
+        # successive cumulative allocs profiles.
+        p = self.start()
+        self.wait_listening(p)
+        got = {}
+
+        def scrape(name, target):
+            got[name] = http_get(self.port, target, timeout=24)
+        ts = [threading.Thread(target=scrape, args=a) for a in ALLOY_DEFAULTS]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        second = http_get(self.port, "/debug/pprof/allocs")
+        self.assertEqual(self.finish(p), b"")
+        for name, (status, hdrs, body) in got.items():
+            # Alloy's validateProfileData: 2xx, a Content-Type starting with
+            # application/octet-stream, not text, gzip or protobuf.
+            self.assertEqual(status, 200, (name, body[:200]))
+            self.assertTrue(hdrs["content-type"].startswith("application/octet-stream"), name)
+            self.assertEqual(body[:2], b"\x1f\x8b", name)
+        cpu = got["process_cpu"][2]
+        self.assertEqual(sample_types(cpu), ["samples", "cpu"])
+        _, d = profile_times(cpu)
+        self.assertAlmostEqual(d / 1e9, 14, delta=0.5)
+        self.assertGreater(n_samples(cpu), 0)
+        for name in ("goroutine", "mutex", "block"):
+            self.assertEqual(n_samples(got[name][2]), 0, name)
+        self.assertEqual(sample_types(got["mutex"][2]), ["contentions", "delay"])
+        # Cumulative: the second allocs scrape holds at least the first.
+        a = os.path.join(self.tmp, "a1.pb.gz")
+        b = os.path.join(self.tmp, "a2.pb.gz")
+        with open(a, "wb") as f:
+            f.write(got["memory"][2])
+        with open(b, "wb") as f:
+            f.write(second[2])
+        self.assertGreaterEqual(pprof_total([b], 1), pprof_total([a], 1))
+        self.assertGreater(pprof_total([a], 1), 0)
+
+    def test_overlapping_windows_leave_files_and_uploads_exact(self):
+        # Two CPU windows that overlap, and heap scrapes, while the program
+        # uploads every 500 ms and writes its local files: each window
+        # holds its own seconds, and the uploads still add up to the local
+        # profile of the whole run to the nanosecond (test_upload.py says
+        # why that is exact), so no scrape took or added anything.
+        peer = self.peer()
+        p = self.start(PYROSCOPE_SERVER_ADDRESS=peer.url, PYROSCOPE_UPLOAD_INTERVAL="500ms")
+        self.wait_listening(p)
+        clock = CpuClock(p.pid)
+        clock.start()
+        got = {}
+
+        def scrape(name, target, delay):
+            time.sleep(delay)
+            got[name] = http_get(self.port, target)
+        ts = [threading.Thread(target=scrape, args=a) for a in (
+            ("a", "/debug/pprof/profile?seconds=3", 0), ("b", "/debug/pprof/profile?seconds=2", 0.5),
+            ("h", "/debug/pprof/heap", 1.0))]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        time.sleep(0.1)
+        clock.done.set()
+        clock.join()
+        self.assertEqual(self.finish(p), b"")
+        for name, secs in (("a", 3), ("b", 2)):
+            status, _, body = got[name]
+            self.assertEqual(status, 200)
+            t, d = profile_times(body)
+            self.assertAlmostEqual(d / 1e9, secs, delta=0.2)
+            path = os.path.join(self.tmp, name + ".pb.gz")
+            with open(path, "wb") as f:
+                f.write(body)
+            truth = clock.at(t + d) - clock.at(t)
+            total = pprof_total([path], 1)
+            self.assertLess(abs(total - truth), 0.15 * truth + 0.05e9,
+                            "window %s: %.2f vs %.2f CPU-s" % (name, total / 1e9, truth / 1e9))
+        self.assertEqual(got["h"][0], 200)
+        cpu = peer.ingest("samples")
+        (local,) = [os.path.join(self.out, f) for f in os.listdir(self.out)
+                    if f.endswith(".cpu.pb.gz")]
+        self.assertGreaterEqual(len(cpu), 2)
+        self.assertEqual(pprof_total([r["payload"] for r in cpu], 1), pprof_total([local], 1))
+
+
+
+class BadRequests(ListenTest):
+    threads = 1
+    live_mib = 1
+
+    def test_each_bad_request_gets_its_status_and_the_program_is_unharmed(self):
+        p = self.start()
+        self.wait_listening(p)
+        cases = [
+            ("/metrics", "GET", 404, b"404 page not found\n"),
+            ("/debug/pprof/nosuch", "GET", 404, b"Unknown profile\n"),
+            ("/debug/pprof/profile?seconds=abc", "GET", 400, None),
+            ("/debug/pprof/profile?seconds=0", "GET", 400, None),
+            ("/debug/pprof/profile?seconds=-5", "GET", 400, None),
+            ("/debug/pprof/profile?seconds=1.5", "GET", 400, None),
+            ("/debug/pprof/profile?seconds=", "GET", 400, None),
+            ("/debug/pprof/profile?seconds=301", "GET", 400, None),
+            ("/debug/pprof/profile?seconds=99999999999999", "GET", 400, None),
+            ("/debug/pprof/profile?seconds=1&seconds=2", "GET", 400, None),
+            ("/debug/pprof/heap?debug=1", "GET", 400, None),
+            ("/debug/pprof/heap", "POST", 405, None),
+            ("/debug/pprof/profile", "PUT", 405, None),
+            ("/debug/pprof/profile", "DELETE", 405, None),
+        ]
+        for target, method, want, body in cases:
+            with self.subTest(target=target, method=method):
+                status, hdrs, got = http_get(self.port, target, method=method)
+                self.assertEqual(status, want, got)
+                self.assertEqual(hdrs.get("content-type"), "text/plain; charset=utf-8")
+                self.assertEqual(got.count(b"\n"), 1, got)   # one line
+                if body:
+                    self.assertEqual(got, body)
+                if want == 405:
+                    self.assertEqual(hdrs.get("allow"), "GET, HEAD")
+        raws = [(b"GET /debug/pprof/heap HTTP/2.0\r\nHost: x\r\n\r\n", 505),
+                (b"GET /debug/pprof/heap HTTP/1.1\r\n\r\n", 400),            # no Host
+                (b"GET http://x/debug/pprof/heap HTTP/1.1\r\nHost: x\r\n\r\n", 400),
+                (b"GET /debug/pprof/heap HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello", 400),
+                (b"GET /debug/pprof/heap HTTP/1.1\r\nHost: x\r\nX: " + b"a" * 10000 + b"\r\n\r\n", 431),
+                (b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03garbage\r\n\r\n", 400)]
+        for raw, want in raws:
+            with self.subTest(raw=raw[:40]):
+                self.assertEqual(http_get(self.port, None, raw=raw)[0], want)
+        # HEAD: the headers of the answer, no body.
+        status, hdrs, body = http_get(self.port, "/debug/pprof/heap", method="HEAD")
+        self.assertEqual((status, body), (200, b""))
+        self.assertEqual(hdrs["content-type"], "application/octet-stream")
+        # Still serving after all that.
+        self.assertEqual(http_get(self.port, "/debug/pprof/heap")[0], 200)
+        self.assertEqual(self.finish(p), b"")
+
+    def test_slow_clients_and_a_flood_are_bounded(self):
+        p = self.start()
+        self.wait_listening(p)
+        # Eight connections that never finish their request hold every
+        # slot; the ninth and later are told 503 at once.
+        slow = []
+        for _ in range(8):
+            s = socket.create_connection(("127.0.0.1", self.port), timeout=10)
+            s.sendall(b"GET /debug/pprof/heap HTTP/1.1\r\nHost: x\r\n")
+            slow.append(s)
+        time.sleep(0.3)
+        t0 = time.monotonic()
+        flood = [http_get(self.port, "/debug/pprof/heap", timeout=10)[0] for _ in range(20)]
+        if set(flood) != {503}:   # say who answered, and which sockets exist
+            seen = subprocess.run("ss -tnp | grep :%d" % self.port, shell=True,
+                                  capture_output=True, text=True).stdout
+            self.fail("flood answered %s; /cmdline %r; sockets:\n%s" % (
+                flood, http_get(self.port, "/debug/pprof/cmdline")[2], seen))
+        self.assertLess(time.monotonic() - t0, 5, "refusals must not wait")
+        # The slow ones are answered 408 once their 5 s are up.
+        for s in slow:
+            data = recv_all(s)
+            s.close()
+            self.assertTrue(data.startswith(b"HTTP/1.1 408 "), data[:80])
+        # And the listener serves again (as soon as the slots are free:
+        # a 503 says Retry-After: 1).
+        self.assertEqual(self.get_retrying("/debug/pprof/heap"), 200)
+        # A client that goes away in the middle of a CPU window is let go.
+        s = socket.create_connection(("127.0.0.1", self.port))
+        s.sendall(b"GET /debug/pprof/profile?seconds=60 HTTP/1.1\r\nHost: x\r\n\r\n")
+        time.sleep(0.3)
+        s.close()
+        self.assertEqual(self.get_retrying("/debug/pprof/heap"), 200)
+        self.assertEqual(self.finish(p), b"")
+
+    def get_retrying(self, target):
+        for _ in range(10):
+            status = http_get(self.port, target)[0]
+            if status != 503:
+                return status
+            time.sleep(0.2)
+        return status
+
+    def test_port_in_use_is_one_warning_and_nothing_else(self):
+        taken = socket.socket()
+        taken.bind(("127.0.0.1", self.port))
+        taken.listen(1)
+        try:
+            p = self.start()
+            err = self.finish_after(p, 3.0)
+            self.assertEqual(err, b"", "silent by default")
+            p = self.start(PYROSCOPE_LOG_LEVEL="warn")
+            err = self.finish_after(p, 3.0)
+            self.assertRegex(err.decode(), r"^pyroshim\[\d+\]: warn: PYROSCOPE_PPROF_ADDRESS="
+                             r"127\.0\.0\.1:%d: Address already in use; no /debug/pprof "
+                             r"listener\n$" % self.port)
+        finally:
+            taken.close()
+
+    def finish_after(self, p, seconds):
+        time.sleep(seconds)   # past the bind's 2 s of retries
+        with open(self.stop_file, "w"):
+            pass
+        return self.finish(p)
+
+    def test_malformed_address_is_one_configuration_line(self):
+        self.port = free_port()
+        for addr in (":6060", "127.0.0.1", "127.0.0.1:0", "127.0.0.1:70000", "example.com:80"):
+            with self.subTest(addr=addr):
+                p = self.start(PYROSCOPE_PPROF_ADDRESS=addr)
+                err = self.finish_after(p, 0.2)
+                self.assertEqual(err.decode(), "pyroshim: PYROSCOPE_PPROF_ADDRESS=%s: expected "
+                                 "host:port such as 127.0.0.1:6060 (an IP address, localhost "
+                                 "or [IPv6]); no listener\n" % addr)
+
+    def test_pyrorun_pprof_address_serves_the_command(self):
+        p = subprocess.Popen([os.path.join(ROOT, "scripts", "pyrorun"), "-q",
+                              "--pprof-address=127.0.0.1:%d" % self.port, "--", TARGET, "1", "1",
+                              self.stop_file, "60"], env=clean_env(preload=False), cwd=self.tmp,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        self.procs.append(p)
+        self.wait_listening(p)
+        status, hdrs, body = http_get(self.port, "/debug/pprof/cmdline")
+        with open(self.stop_file, "w"):
+            pass
+        out, err = p.communicate(timeout=30)
+        self.assertEqual((status, hdrs["content-type"]), (200, "text/plain; charset=utf-8"))
+        self.assertEqual(body, b"\x00".join(x.encode() for x in (TARGET, "1", "1", self.stop_file,
+                                                                 "60")))
+        self.assertEqual((p.returncode, out, err), (3, b"scrape_target: 1 threads, 1 MiB live\n",
+                                                     b""))
+
+    def test_without_a_helper_a_thread_of_the_shim_serves(self):
+        # A child subreaper gets no helper process (worker.h): the
+        # uploader and the listener are threads of the shim's own there.
+        # The wrapper itself runs without the shim: PR_SET_CHILD_SUBREAPER
+        # (36) is kept across exec, and the shim is preloaded from there.
+        wrapper = ("import ctypes, os, sys; ctypes.CDLL(None).prctl(36, 1, 0, 0, 0); "
+                   "os.environ['LD_PRELOAD'] = %r; os.execv(sys.argv[1], sys.argv[1:])" % SHIM)
+        env = clean_env({"PYROSCOPE_PPROF_ADDRESS": "127.0.0.1:%d" % self.port,
+                         "PYROSCOPE_OUTPUT_DIR": self.out}, preload=False)
+        p = subprocess.Popen([sys.executable, "-c", wrapper, TARGET, "1", "1", self.stop_file, "60"],
+                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             stdin=subprocess.DEVNULL)
+        self.procs.append(p)
+        self.wait_listening(p)
+        cpu = http_get(self.port, "/debug/pprof/profile?seconds=1")
+        heap = http_get(self.port, "/debug/pprof/heap")
+        with open(self.stop_file, "w"):
+            pass
+        out, err = p.communicate(timeout=30)
+        self.assertEqual((p.returncode, out, err), (3, b"scrape_target: 1 threads, 1 MiB live\n",
+                                                     b""))
+        self.assertEqual((cpu[0], heap[0]), (200, 200))
+        self.assertEqual(sample_types(cpu[2]), ["samples", "cpu"])
+        self.assertGreater(n_samples(cpu[2]), 0)
+        self.assertEqual(sample_types(heap[2]),
+                         ["alloc_objects", "alloc_space", "inuse_objects", "inuse_space"])
+
+    def test_a_fork_child_does_not_take_the_port(self):
+        # The fork child of sh -c (a subshell running the target) keeps
+        # the shim: only the process started with the variable listens, so
+        # the profile served comes from it, never from the child.
+        env = clean_env({"PYROSCOPE_PPROF_ADDRESS": "127.0.0.1:%d" % self.port,
+                         "PYROSCOPE_OUTPUT_DIR": self.out, "PYROSCOPE_LOG_LEVEL": os.environ.get("LVL", "warn")})
+        script = "(%s 1 1 %s 60; true) & %s 1 1 %s 60; wait" % (
+            TARGET, self.stop_file, TARGET, self.stop_file)
+        p = subprocess.Popen(["sh", "-c", script], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        self.procs.append(p)
+        self.wait_listening(p)
+        status, _, body = http_get(self.port, "/debug/pprof/cmdline")
+        time.sleep(3)    # past the children's 2 s of bind retries
+        with open(self.stop_file, "w"):
+            pass
+        out, err = p.communicate(timeout=30)
+        self.assertEqual(status, 200)
+        self.assertEqual(body, b"sh\x00-c\x00" + script.encode())
+        self.assertEqual(out, b"scrape_target: 1 threads, 1 MiB live\n" * 2)
+        # The two exec'd programs found the port taken: one line each.
+        self.assertEqual(len(re.findall(rb"Address already in use", err)), 2, err)
+
+
+if __name__ == "__main__":
+    unittest.main()
