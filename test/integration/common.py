@@ -4,6 +4,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -26,6 +27,16 @@ def clean_env(extra=None, preload=True):
     return env
 
 
+def default_signals():
+    """preexec_fn: SIGINT and SIGQUIT at their default actions in the child,
+    as a terminal gives them, even when the tests run in the background
+    (a non-interactive shell's `&` ignores both, and an ignored signal
+    stays ignored across exec: pyrorun could not forward it, and the
+    programs' own tests of it would fail with or without the shim)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+
+
 class Run:
     def __init__(self, rc, out, err, utime, stime, wall):
         self.rc, self.out, self.err = rc, out, err
@@ -39,7 +50,8 @@ def run(argv, env, timeout=120, cwd=None, stdin=None):
     t0 = time.monotonic()
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         p = subprocess.Popen(argv, env=env, stdout=out, stderr=err, cwd=cwd,
-                             stdin=subprocess.DEVNULL if stdin is None else stdin)
+                             stdin=subprocess.DEVNULL if stdin is None else stdin,
+                             preexec_fn=default_signals)
         deadline = t0 + timeout
         while True:
             pid, status, ru = os.wait4(p.pid, os.WNOHANG)

@@ -16,7 +16,7 @@ import time
 import unittest
 import urllib.parse
 
-from common import PROG, ROOT, SHIM, ShimTest, clean_env, read_folded, run
+from common import PROG, ROOT, SHIM, ShimTest, clean_env, default_signals, read_folded, run
 
 PYRORUN = os.path.join(ROOT, "scripts", "pyrorun")
 REAL_SHIM = os.path.realpath(SHIM)
@@ -65,6 +65,7 @@ class Pyrorun(ShimTest):
     def popen(self, args, extra=None, **kw):
         # A new session: no controlling terminal, so pyrorun forwards SIGINT
         # itself whatever terminal `make check` runs in.
+        kw.setdefault("preexec_fn", default_signals)
         return subprocess.Popen([PYRORUN] + args, env=env_for(extra), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
                                 start_new_session=True, cwd=self.tmp, **kw)
