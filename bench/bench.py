@@ -480,7 +480,10 @@ class Bench:
                 "bare interposer": base_env({"LD_PRELOAD": BARE}),
                 "idle thread only": base_env({"LD_PRELOAD": IDLE}),
                 "shim, alloc off": self.shim_env(d, extra={"PYROSCOPE_PROFILING_ALLOC_ENABLED": "false"}),
-                "shim (default)": self.shim_env(d)}
+                "shim (default)": self.shim_env(d),
+                # The uploader's source-line look-ups (a fixed cost per
+                # process, in the helper) apart from the allocation path.
+                "shim (default), source lines off": self.shim_env(d, extra={"PYROSCOPE_DWARF_MEMORY": "0"})}
 
     def alloc_fast_path(self):
         n = self.s["pairs"]
@@ -666,7 +669,8 @@ class Bench:
         n = self.s["gen_n"]
         self.emit("## 4d. Generator demo: `examples/generator %d out.json --seed 1`" % n)
         self.emit()
-        configs = ["none", "bare interposer", "idle thread only", "shim, alloc off", "shim (default)"]
+        configs = ["none", "bare interposer", "idle thread only", "shim, alloc off", "shim (default)",
+                   "shim (default), source lines off"]
         if BEFORE:
             configs.append("before (default)")
         # task-clock from `perf stat` counts the program and everything it
@@ -695,6 +699,12 @@ class Bench:
                      span([100 * (a.cpu / b.cpu - 1) for a, b in
                            zip(res["shim (default)"], res["bare interposer"])], "%+.2f"),
                      "%+.2f" % (100 * (min(x.cpu for x in res["shim (default)"]) /
+                                       min(x.cpu for x in res["bare interposer"]) - 1))])
+        lo = "shim (default), source lines off"
+        rows.append(["bare interposer -> " + lo, "",
+                     span([100 * (a.cpu / b.cpu - 1) for a, b in
+                           zip(res[lo], res["bare interposer"])], "%+.2f"),
+                     "%+.2f" % (100 * (min(x.cpu for x in res[lo]) /
                                        min(x.cpu for x in res["bare interposer"]) - 1))])
         self.table(["configuration", ("task-clock s (program + helper)" if perf else
                                       "CPU s (wait4; perf stat unusable)"),
