@@ -385,8 +385,10 @@ ps_fini(void)
 		return;
 	ps_guard_enter();
 	ps_sampler_stop();
-	ps_debug("signal stacks: at most %zu of %u bytes used", ps_altstack_max_used(),
-		 PS_ALTSTACK_SIZE);
+	/* Only when it is printed: it reads every live signal stack. */
+	if (ps_log_level() >= PS_LOG_DEBUG)
+		ps_debug("signal stacks: at most %zu of %u bytes used", ps_altstack_max_used(),
+			 PS_ALTSTACK_SIZE);
 	ps_worker_flush(g.cfg.flush_timeout_ns, 1);
 	ps_bench_write(g.x.dir, g.x.app, (int)getpid());
 	ps_process_setup(&ops, 0);

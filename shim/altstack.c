@@ -6,7 +6,11 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include <sys/mman.h>
+#include <sys/uio.h>
 #include <unistd.h>
+
+#define MAX_LIVE 1024   /* live stacks measurable at exit; more are measured
+			 * when their thread ends */
 
 /* The calling thread's stack from this module, or NULL.  Owned by the
  * thread. */
@@ -16,6 +20,11 @@ static pthread_once_t key_once = PTHREAD_ONCE_INIT;
 static int key_ok;
 /* The largest use seen on a stack that was freed; any thread. */
 static _Atomic size_t max_used;
+/* The stacks in use, so that ps_altstack_max_used sees the threads that
+ * never end before the process does (a Go program's).  A slot is claimed
+ * by the thread that owns the stack and cleared by it before the stack is
+ * freed; any thread reads them. */
+static _Atomic(char *) live[MAX_LIVE];
 
 /* Bytes written on a stack: mmap gives zeroes, and a stack grows down
  * from its top, so the untouched part is the run of zeroes at the bottom.
@@ -29,6 +38,41 @@ used(const char *base)
 	while (i < PS_ALTSTACK_SIZE && base[i] == 0)
 		i++;
 	return PS_ALTSTACK_SIZE - i;
+}
+
+/* used() of another thread's stack, which its thread may free meanwhile:
+ * read through the kernel, which fails instead of faulting.  0 if it
+ * cannot be read. */
+static size_t
+used_elsewhere(const char *base)
+{
+	char page[4096];
+	struct iovec local = { page, sizeof(page) }, remote;
+	size_t off, i;
+
+	for (off = 0; off < PS_ALTSTACK_SIZE; off += sizeof(page)) {
+		remote.iov_base = (void *)(base + off);
+		remote.iov_len = sizeof(page);
+		if (process_vm_readv(getpid(), &local, 1, &remote, 1, 0) != (ssize_t)sizeof(page))
+			return 0;
+		for (i = 0; i < sizeof(page); i++)
+			if (page[i])
+				return PS_ALTSTACK_SIZE - off - i;
+	}
+	return 0;
+}
+
+static void
+track(char *base, char *was)
+{
+	size_t i;
+
+	for (i = 0; i < MAX_LIVE; i++) {
+		char *expect = was;
+
+		if (atomic_compare_exchange_strong(&live[i], &expect, base))
+			return;
+	}
 }
 
 static void
@@ -54,6 +98,7 @@ release(void *unused)
 		return;
 	if (sigaltstack(&off, NULL))
 		return;
+	track(NULL, t_stack);   /* before it is freed: no longer measured live */
 	note_used(t_stack);
 	guard = t_stack - sysconf(_SC_PAGESIZE);
 	(void)munmap(guard, PS_ALTSTACK_SIZE + (size_t)sysconf(_SC_PAGESIZE));
@@ -96,6 +141,7 @@ ps_altstack_thread_start(void)
 		return;
 	}
 	t_stack = m + page;
+	track(t_stack, NULL);
 	if (key_ok)
 		(void)pthread_setspecific(key, (void *)1);
 }
@@ -103,9 +149,14 @@ ps_altstack_thread_start(void)
 size_t
 ps_altstack_max_used(void)
 {
-	size_t m = atomic_load(&max_used);
+	size_t m = atomic_load(&max_used), u, i;
+	char *p;
 
-	if (t_stack && used(t_stack) > m)
-		m = used(t_stack);
+	for (i = 0; i < MAX_LIVE; i++) {
+		p = atomic_load(&live[i]);
+		u = !p ? 0 : p == t_stack ? used(p) : used_elsewhere(p);
+		if (u > m)
+			m = u;
+	}
 	return m;
 }

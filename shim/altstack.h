@@ -23,10 +23,12 @@
  * a large enough one.  Context: the thread itself, outside signal context. */
 void ps_altstack_thread_start(void);
 
-/* The most bytes any of the shim's signal stacks has had written, as far
- * as is known now (the stacks of threads that ended, and the calling
- * thread's): the handler's worst stack use, for the log and the tests.
- * Context: any thread outside signal context. */
+/* The most bytes any of the shim's signal stacks has had written: the
+ * stacks of threads that ended, and of the live ones (read through the
+ * kernel, since their threads run on; up to 1024 of them).  The handler's
+ * worst stack use, for the debug log and the tests.
+ * Context: any thread outside signal context; reads 128 KiB per live
+ * stack at most. */
 size_t ps_altstack_max_used(void);
 
 #endif

@@ -116,6 +116,24 @@ class GoProgram(ShimTest):
             self.assertIn(want, top)
 
     @unittest.skipUnless(os.path.exists(GOLEAF), "no goleaf")
+    def test_handler_stack_use_on_go_code_leaves_a_wide_margin(self):
+        # The Go walker's samples, at 1000 Hz for about a second (hundreds
+        # of samples on Go frames, cgo frames and bad frame pointers): the
+        # deepest use of the shim's 128 KiB signal stacks, which the Go
+        # runtime adopts on cgo threads, must stay under half.  goleaf ends
+        # through libc's exit ("cexit") so that the shim's destructor, which
+        # reports it, runs at all: Go's own exit skips destructors.
+        env = clean_env({"PYROSCOPE_OUTPUT_DIR": self.out, "PYROSCOPE_SAMPLE_RATE": "1000",
+                         "PYROSCOPE_LOG_LEVEL": "debug"})
+        r = run([GOLEAF, "10000000", "cexit"], env, timeout=120)
+        self.assertEqual(r.rc, 0, r.err[-2000:])
+        line = [l for l in r.err.decode().splitlines() if "signal stacks:" in l]
+        self.assertTrue(line, r.err[-2000:])
+        used, size = [int(w) for w in line[-1].split() if w.isdigit()][-2:]
+        self.assertGreater(used, 1000, "nothing measured: " + line[-1])
+        self.assertLess(used, size // 2, line[-1])
+
+    @unittest.skipUnless(os.path.exists(GOLEAF), "no goleaf")
     def test_leaf_keeps_its_caller_bad_frame_pointers_end_the_walk_cgo_goes_on(self):
         # goleaf spends most of its time in main.mix, a leaf with no frame
         # (it never saves BP): a frame-pointer walk from inside it reads

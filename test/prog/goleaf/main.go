@@ -11,7 +11,10 @@
 // (-ldflags=-s): its names and SP deltas come from its function table.
 // Its output depends only on its argument.
 //
-// usage: goleaf ROUNDS
+// usage: goleaf ROUNDS [cexit]
+// cexit: end through the C library's exit(3), so that the ELF destructors
+// run (the shim reports its signal stacks' deepest use from one), as a Go
+// program's own exit never does.
 package main
 
 import (
@@ -98,8 +101,8 @@ func cgoAlloc(n int) uint64 {
 }
 
 func main() {
-	if len(os.Args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: goleaf ROUNDS")
+	if len(os.Args) != 2 && (len(os.Args) != 3 || os.Args[2] != "cexit") {
+		fmt.Fprintln(os.Stderr, "usage: goleaf ROUNDS [cexit]")
 		os.Exit(2)
 	}
 	n, err := strconv.Atoi(os.Args[1])
@@ -110,4 +113,7 @@ func main() {
 	fmt.Println("rounds", n, "sum", spin(n), "via", net.IPv4(127, 0, 0, 1))
 	fmt.Println("bad frames", badFrames(10*n))
 	fmt.Println("cgo", cgoWork(20*n), cgoAlloc(n/10))
+	if len(os.Args) == 3 {
+		cspin.Exit(0)
+	}
 }
