@@ -17,6 +17,7 @@ run without the shim: no request, good or bad, may change them."""
 import gzip
 import os
 import re
+import select
 import socket
 import subprocess
 import sys
@@ -393,11 +394,19 @@ class BadRequests(ListenTest):
         self.wait_listening(p)
         # Eight connections that never finish their request hold every
         # slot; the ninth and later are told 503 at once.
-        slow = []
-        for _ in range(8):
+        # A connection answered at once (503) found a slot still held by
+        # the readiness probe's request: it holds nothing, so it is closed
+        # and another is made, until eight really wait.
+        slow, tries = [], 0
+        while len(slow) < 8 and tries < 40:
+            tries += 1
             s = socket.create_connection(("127.0.0.1", self.port), timeout=10)
             s.sendall(b"GET /debug/pprof/heap HTTP/1.1\r\nHost: x\r\n")
+            if select.select([s], [], [], 0.2)[0]:
+                s.close()
+                continue
             slow.append(s)
+        self.assertEqual(len(slow), 8, "eight slow connections never held the slots")
         time.sleep(0.3)
         t0 = time.monotonic()
         flood = [http_get(self.port, "/debug/pprof/heap", timeout=10)[0] for _ in range(20)]
