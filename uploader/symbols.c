@@ -434,7 +434,7 @@ int
 ps_symbols_source(struct ps_symbols *s, uintptr_t ip, struct ps_src_frame *out, int max)
 {
 	struct ps_dwarf_frame df[PS_MAX_INLINE];
-	int64_t off[PS_MAX_INLINE][3];
+	int64_t off[PS_MAX_INLINE][3], sym;
 	struct ps_module *m;
 	int n, i;
 
@@ -447,17 +447,19 @@ ps_symbols_source(struct ps_symbols *s, uintptr_t ip, struct ps_src_frame *out, 
 	 * libdw may answer with the nearest line of some other function. */
 	if (!m || !m->path || resolve_cached(s, m, ip) != PS_SYM_FUNC || strstr(s->scratch, "@plt"))
 		return 0;
+	/* The symbol's name now: the inlined frames' names reuse scratch. */
+	ps_buf_reset(&s->src);
+	sym = src_put(s, s->scratch);
 	s->st.src_lookups++;
 	n = ps_dwarf_lookup(s->dwarf, m->path, m->bias, ip, df,
 			    max < PS_MAX_INLINE ? max : PS_MAX_INLINE);
-	if (n <= 0)
-		return n;
-	ps_buf_reset(&s->src);
+	if (n <= 0 || sym < 0)
+		return n < 0 ? n : 0;
 	for (i = 0; i < n; i++) {
-		if (i == n - 1 && resolve_cached(s, m, ip) == PS_SYM_FUNC) {
+		if (i == n - 1) {
 			/* The function that holds the code: the symbol's name. */
-			off[i][0] = src_put(s, s->scratch);
-			off[i][1] = df[i].linkage ? src_put(s, df[i].linkage) : off[i][0];
+			off[i][0] = sym;
+			off[i][1] = df[i].linkage ? src_put(s, df[i].linkage) : sym;
 		} else {
 			src_names(s, &df[i], &off[i][0], &off[i][1]);
 		}
