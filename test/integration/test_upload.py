@@ -140,6 +140,21 @@ class PeerTest(ShimTest):
         self.peers.append(p)
         return p
 
+    def assert_contiguous(self, recs, start=None):
+        """Each request's from is the previous one's until (so none arrived
+        twice), every interval is non-empty, and /ingest's query gives them
+        in 19-digit nanoseconds (the push API carries them in the pprof)."""
+        prev = start
+        for r in sorted(recs, key=lambda r: r["from_ns"]):
+            if r["kind"] != "push":
+                self.assertRegex(r["query"]["from"], r"^\d{19}$")
+                self.assertRegex(r["query"]["until"], r"^\d{19}$")
+            self.assertLess(r["from_ns"], r["until_ns"])
+            if prev is not None:
+                self.assertEqual(r["from_ns"], prev, "intervals must line up: %s" %
+                                 [(x["from_ns"], x["until_ns"]) for x in recs])
+            prev = r["until_ns"]
+
 
 class UploadTest(PeerTest):
     """A peer per test; `self.go(...)` runs a program against it."""
@@ -155,19 +170,6 @@ class UploadTest(PeerTest):
         pids = {int(f.split(".")[1]) for f in self.files() if f.endswith(".cpu.pb.gz")}
         self.assertEqual(len(pids), 1, self.files())
         return pids.pop()
-
-    def assert_contiguous(self, recs, start=None):
-        """Each request's from is the previous one's until, in 19-digit
-        nanoseconds, and every interval is non-empty."""
-        prev = start
-        for r in sorted(recs, key=lambda r: r["from_ns"]):
-            self.assertRegex(r["query"]["from"], r"^\d{19}$")
-            self.assertRegex(r["query"]["until"], r"^\d{19}$")
-            self.assertLess(r["from_ns"], r["until_ns"])
-            if prev is not None:
-                self.assertEqual(r["from_ns"], prev, "intervals must line up: %s" %
-                                 [(x["from_ns"], x["until_ns"]) for x in recs])
-            prev = r["until_ns"]
 
 
 @unittest.skipUnless(have_go(), "go tool pprof is not installed")
@@ -228,10 +230,7 @@ class Periodic(UploadTest):
         self.assertGreaterEqual(len(cpu), 2)
         pid = self.local_pid()
         for recs, kind, idx in ((cpu, "cpu", 1), (alloc, "alloc", 1)):
-            spans = sorted((x["from_ns"], x["until_ns"]) for x in recs)
-            self.assertEqual(len(set(spans)), len(spans), "an interval arrived twice")
-            for (_, until), (start, _) in zip(spans, spans[1:]):
-                self.assertEqual(start, until, "intervals must line up: %s" % spans)
+            self.assert_contiguous(recs)
             local = self.profile(self.app, pid, kind + ".pb.gz")
             self.assertEqual(pprof_total([x["payload"] for x in recs], idx),
                              pprof_total([local], idx))
@@ -243,6 +242,7 @@ class Periodic(UploadTest):
         # 2 s of CPU at 500 ms intervals: at least 2 passes before exit.
         self.assertGreaterEqual(len(cpu), 3, [(r["from_ns"], r["until_ns"]) for r in cpu])
         self.assertGreaterEqual(len(alloc), 3)
+        burn = total = 0
         for r in cpu:
             self.assertEqual((r["app_name"], r["spy_name"], r["sample_rate"], r["units"],
                               r["aggregation_type"], r["kind"], r["query"].get("format")),
@@ -250,8 +250,17 @@ class Periodic(UploadTest):
                               None))
             self.assertEqual(r["fields"], ["profile"])
             _, samples = pprof_raw(r["payload"])
-            _, cum = flat_and_cum(samples, 1)
-            self.assertGreater(cum.get("burn_cpu", 0), 0.5 * sum(v[1] for v, _ in samples))
+            _, cum = flat_and_cum(samples, 0)
+            n = sum(v[0] for v, _ in samples)
+            burn, total = burn + cum.get("burn_cpu", 0), total + n
+            # burn_cpu holds ~95% of the CPU (the rest is the loop's clock
+            # reads and burn_alloc).  A full 500 ms interval has ~50 samples,
+            # where a share under half is a binomial tail of ~1e-20; the exit
+            # pass may hold one or two samples of main or exit, where a
+            # share says nothing, so it is judged only in the whole-run sum.
+            if n >= 20:
+                self.assertGreater(cum.get("burn_cpu", 0), 0.5 * n)
+        self.assertGreater(burn, 0.8 * total)
         for r in alloc:
             self.assertEqual(r["fields"], ["profile", "sample_type_config"])
             self.assertEqual(r["sample_type_config"]["inuse_space"]["aggregation"], "average")
