@@ -216,7 +216,8 @@ ASAN_FLAGS = -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-
 ASAN_OBJ   = $(CORE_OBJ:build/%=build/asan/%)
 # check_nomem defines malloc itself (the failing allocator): not with ASan's.
 ASAN_TESTS = $(filter-out build/asan/test/check_nomem,$(TESTS:build/test/%=build/asan/test/%))
-TSAN_BIN   = build/tsan/tsan_tables
+# check_upload too: its final-flush cases run a sending thread against it.
+TSAN_BIN   = build/tsan/tsan_tables build/tsan/check_upload
 
 build/asan/gen/%.o: build/gen/%.c
 	@mkdir -p $(dir $@)
@@ -235,7 +236,14 @@ build/asan/test/check_%: test/check_%.c build/asan/libpyroshim_core.a
 	$(CC) $(CPPFLAGS) -std=c11 -O1 -g -pthread $(WARN) -Wno-unused-parameter $(ASAN_FLAGS) $< \
 	    build/asan/libpyroshim_core.a $(LIBS) $(CHECK_LIBS) -o $@
 
-$(TSAN_BIN): test/tsan_tables.c shim/stacktab.c shim/livetab.c common/shmem.c shim/stacktab.h shim/livetab.h common/ps.h
+UPLOAD_TSAN_SRC = uploader/upload.c uploader/http.c common/buf.c common/log.c common/guard.c \
+		  common/text.c common/dl.c
+build/tsan/check_upload: test/check_upload.c $(UPLOAD_TSAN_SRC) $(GEN_H) $(INC_DIRS)
+	@mkdir -p build/tsan
+	$(CC) $(CPPFLAGS) -std=c11 -O1 -g -pthread $(WARN) -Wno-unused-parameter -fsanitize=thread \
+	    $< $(UPLOAD_TSAN_SRC) $(LIBS) $(CHECK_LIBS) -o $@
+
+build/tsan/tsan_tables: test/tsan_tables.c shim/stacktab.c shim/livetab.c common/shmem.c shim/stacktab.h shim/livetab.h common/ps.h
 	@mkdir -p build/tsan
 	$(CC) $(CPPFLAGS) -std=c11 -O1 -g -pthread $(WARN) -fsanitize=thread $< \
 	    shim/stacktab.c shim/livetab.c common/shmem.c -o $@

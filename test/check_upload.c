@@ -5,9 +5,12 @@
 
 #include <check.h>
 #include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define SEC 1000000000ull
 
@@ -298,7 +301,8 @@ START_TEST(upload_final_flush_past_its_deadline_counts_the_rest_as_failed)
 	ps_upload_send(&u, fake_now, 1000, 1, fake_now, NULL);
 	ck_assert_int_eq(srv.calls, 0);
 	ck_assert_uint_eq(u.failed, 2);
-	drain();
+	ck_assert_uint_eq(u.n, 0);      /* given up: never sent later too */
+	ck_assert_uint_eq(u.bytes, 0);
 }
 END_TEST
 
@@ -318,6 +322,128 @@ START_TEST(upload_with_a_lock_sends_unlocked_and_puts_retries_back)
 	pthread_mutex_unlock(&lock);
 	ck_assert_uint_eq(u.n, 0);
 	ck_assert_uint_eq(u.sent, 1);
+}
+END_TEST
+
+/* A sending thread's request in flight while the exiting thread runs the
+ * final flush: a post that holds until `release`, on the real clock. */
+static atomic_int entered, release, posted;
+static pthread_mutex_t flight_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The first post holds until `release`; the others are counted in
+ * `posted` once done, so the fake server is never used by two threads at
+ * once. */
+static int
+held_post(const struct ps_http_request *rq, struct ps_http_response *rs)
+{
+	int rc;
+
+	if (atomic_fetch_add(&entered, 1) == 0) {
+		while (!atomic_load(&release))
+			(void)nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+		return fake_post(rq, rs);
+	}
+	rc = fake_post(rq, rs);
+	atomic_fetch_add(&posted, 1);
+	return rc;
+}
+
+static void *
+sender(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&flight_lock);
+	ps_upload_send(&u, ps_upload_next_due(&u), 1000, 0, 0, &flight_lock);
+	pthread_mutex_unlock(&flight_lock);
+	return NULL;
+}
+
+/* Lets the request in flight settle once the flush has begun the two
+ * queued ones (so the order below is not a matter of timing). */
+static void *
+releaser(void *arg)
+{
+	(void)arg;
+	while (atomic_load(&posted) < 2)
+		(void)nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+	atomic_store(&release, 1);
+	return NULL;
+}
+
+static uint64_t
+real_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * SEC + (uint64_t)ts.tv_nsec;
+}
+
+/* Starts the sender on the oldest of three requests and returns once it
+ * is in flight. */
+static pthread_t
+start_flight(void)
+{
+	pthread_t t;
+
+	atomic_store(&entered, 0);
+	atomic_store(&release, 0);
+	atomic_store(&posted, 0);
+	u.post = held_post;
+	u.now = NULL;
+	queue("http://s/0", 10, 0);
+	queue("http://s/1", 10, 0);
+	ck_assert_int_eq(pthread_create(&t, NULL, sender, NULL), 0);
+	while (!atomic_load(&entered))
+		(void)nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+	pthread_mutex_lock(&flight_lock);
+	ck_assert_ptr_nonnull(u.flight);
+	queue("http://s/2", 10, 0);     /* the last pass's */
+	return t;
+}
+
+START_TEST(upload_final_flush_sends_the_queue_then_waits_for_the_request_in_flight)
+{
+	pthread_t t = start_flight(), r;
+
+	ck_assert_int_eq(pthread_create(&r, NULL, releaser, NULL), 0);
+	ps_upload_send(&u, real_now(), 1000, 1, real_now() + 10 * SEC, &flight_lock);
+	/* The flush returned only once the one in flight had settled. */
+	ck_assert_ptr_null(u.flight);
+	ck_assert_uint_eq(u.sent, 3);
+	ck_assert_uint_eq(u.failed, 0);
+	ck_assert_uint_eq(u.n, 0);
+	pthread_mutex_unlock(&flight_lock);
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	ck_assert_int_eq(pthread_join(r, NULL), 0);
+	/* The queue first (one request that hangs must not cost the
+	 * others), and the sender took nothing more once the flush began. */
+	ck_assert_int_eq(srv.calls, 3);
+	ck_assert_str_eq(srv.urls[0], "http://s/1");
+	ck_assert_str_eq(srv.urls[1], "http://s/2");
+	ck_assert_str_eq(srv.urls[2], "http://s/0");
+}
+END_TEST
+
+START_TEST(upload_final_flush_past_its_deadline_counts_the_request_in_flight)
+{
+	uint64_t t0;
+	pthread_t t = start_flight();
+
+	t0 = real_now();
+	ps_upload_send(&u, t0, 1000, 1, t0 + 50 * 1000000ull, &flight_lock);
+	ck_assert_uint_le(real_now() - t0, 2 * SEC);   /* bounded by the deadline */
+	ck_assert_int_eq(srv.calls, 2);
+	ck_assert_uint_eq(u.sent, 2);
+	ck_assert_uint_eq(u.failed, 1);                /* the one in flight */
+	/* Settling after all corrects the count (the process lived on: an
+	 * exec that failed). */
+	atomic_store(&release, 1);
+	pthread_mutex_unlock(&flight_lock);
+	ck_assert_int_eq(pthread_join(t, NULL), 0);
+	ck_assert_uint_eq(u.sent, 3);
+	ck_assert_uint_eq(u.failed, 0);
+	ck_assert_uint_eq(u.n, 0);
 }
 END_TEST
 
@@ -356,6 +482,8 @@ upload_suite(void)
 	tcase_add_test(tc, upload_final_flush_tries_each_request_once_whatever_its_due_time);
 	tcase_add_test(tc, upload_final_flush_past_its_deadline_counts_the_rest_as_failed);
 	tcase_add_test(tc, upload_with_a_lock_sends_unlocked_and_puts_retries_back);
+	tcase_add_test(tc, upload_final_flush_sends_the_queue_then_waits_for_the_request_in_flight);
+	tcase_add_test(tc, upload_final_flush_past_its_deadline_counts_the_request_in_flight);
 	tcase_add_test(tc, upload_abandon_forgets_the_queue_and_counters);
 	suite_add_tcase(s, tc);
 	return s;

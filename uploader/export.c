@@ -209,12 +209,21 @@ write_local(struct ps_export *x, struct ps_profile_meta *m)
 	return rc ? -EIO : 0;
 }
 
+/* The delivery counters, as the profiles' comments and the log show them. */
+static void
+upload_counts(const struct ps_upload *u, char *out, size_t len)
+{
+	snprintf(out, len, "uploads: %llu sent, %llu failed, %llu dropped, %llu retries, "
+		 "%llu deferred", (unsigned long long)u->sent, (unsigned long long)u->failed,
+		 (unsigned long long)u->dropped, (unsigned long long)u->retries,
+		 (unsigned long long)u->deferred);
+}
+
 /* Comments: what produced the profile, the trace it belongs to, and every
  * loss, so that nothing is lost silently. */
 static size_t
 comments(struct ps_export *x, char c[][200], int incomplete)
 {
-	const struct ps_upload *u = &x->remote.up;
 	struct ps_symbols_stats ss;
 	size_t n = 0;
 
@@ -228,10 +237,7 @@ comments(struct ps_export *x, char c[][200], int incomplete)
 		 (unsigned long long)x->fold.dropped,
 		 (unsigned long long)(x->lt ? atomic_load(&x->lt->dropped) : 0));
 	if (x->remote.on)
-		snprintf(c[n++], 200, "uploads: %llu sent, %llu failed, %llu dropped, %llu retries, "
-			 "%llu deferred", (unsigned long long)u->sent, (unsigned long long)u->failed,
-			 (unsigned long long)u->dropped, (unsigned long long)u->retries,
-			 (unsigned long long)u->deferred);
+		upload_counts(&x->remote.up, c[n++], 200);
 	ps_symbols_get_stats(x->fold.syms, &ss);
 	if (ss.dwarf_over_cap)
 		snprintf(c[n++], 200, "source lines: PYROSCOPE_DWARF_MEMORY (%llu bytes) reached; "
@@ -323,7 +329,15 @@ ps_export_refresh(struct ps_export *x)
 void
 ps_export_send(struct ps_export *x, int final, uint64_t deadline_ns, pthread_mutex_t *lock)
 {
+	char line[200];
+
 	ps_upload_send(&x->remote.up, ps_clock_ns(CLOCK_MONOTONIC), 10000, final, deadline_ns, lock);
+	/* The profiles' comments were written before this flush: its outcome
+	 * is only here. */
+	if (final && x->remote.on) {
+		upload_counts(&x->remote.up, line, sizeof(line));
+		ps_debug("after the last flush: %s", line);
+	}
 }
 
 uint64_t

@@ -88,7 +88,10 @@ int ps_export_run(struct ps_export *x, int final);
  * then be partial).  Context: holding the worker's lock. */
 int ps_export_refresh(struct ps_export *x) PS_WUR;
 
-/* Send queued uploads that are due (final: all, once, by deadline_ns). */
+/* Send queued uploads that are due (final: all, once, by deadline_ns).
+ * `lock` is the worker's lock, held by the caller: non-final requests go
+ * out with it released, and a final flush releases it while it waits for
+ * one in flight (ps_upload_send). */
 void ps_export_send(struct ps_export *x, int final, uint64_t deadline_ns, pthread_mutex_t *lock);
 /* When the next queued upload is due (CLOCK_MONOTONIC), or UINT64_MAX. */
 uint64_t ps_export_next_due(const struct ps_export *x);

@@ -236,13 +236,50 @@ send_unlocked(struct ps_upload *u, unsigned i, long timeout_ms, pthread_mutex_t 
 	if (!u->post)
 		(void)curl_ready(u);  /* u->curl is only read from here on */
 	it = take_at(u, i);
+	u->flight = it;
 	pthread_mutex_unlock(lock);
 	rc = attempt(u, it, timeout_ms, &rs);
 	pthread_mutex_lock(lock);
+	u->flight = NULL;
+	if (it->written_off) {          /* a final flush gave up on it: recount */
+		it->written_off = 0;
+		u->failed--;
+	}
 	if (settle(u, it, rc, &rs, 0))
 		item_free(it);
 	else
 		put_back(u, it);
+}
+
+/* A final flush, once the queue is sent, waits for the request another
+ * thread has in flight with the lock released: the process ends after the
+ * flush, and would take it down unsent and uncounted.  The queue goes
+ * first: one request that hangs must not cost the others.  Polled, with
+ * `lock` released: this happens only at exit or exec, and a condition
+ * variable would need setting up, and care across fork.  Returns 1 once
+ * it has settled (it may be back in the queue for its last attempt), 0 if
+ * the deadline passed first: it then counts as failed, and is recounted
+ * if it settles after all (the process lived on: an exec failed). */
+static int
+wait_for_flight(struct ps_upload *u, uint64_t deadline_ns, pthread_mutex_t *lock)
+{
+	struct timespec nap;
+
+	while (u->flight && lock && clock_now(u) < deadline_ns) {
+		pthread_mutex_unlock(lock);
+		nap = (struct timespec){ 0, 5 * 1000000L };
+		while (nanosleep(&nap, &nap) && errno == EINTR)
+			;
+		pthread_mutex_lock(lock);
+	}
+	if (!u->flight)
+		return 1;
+	if (!u->flight->written_off) {
+		u->flight->written_off = 1;
+		u->failed++;
+		ps_warn("flush timeout: the %s request in flight is not confirmed", u->flight->what);
+	}
+	return 0;
 }
 
 void
@@ -252,7 +289,17 @@ ps_upload_send(struct ps_upload *u, uint64_t now_ns, long timeout_ms, int final,
 	unsigned i = 0;
 	long left;
 
-	while (i < u->n) {
+	if (final)
+		u->closing = 1;
+	/* A sender that got the lock back while a final flush waited stops:
+	 * the rest is the flush's. */
+	while (final || !u->closing) {
+		if (i >= u->n) {
+			if (!final || !u->flight || !wait_for_flight(u, deadline_ns, lock))
+				break;
+			i = 0;
+			continue;
+		}
 		if (!final && u->q[i]->due_ns > now_ns) {
 			i++;
 			continue;
@@ -260,9 +307,15 @@ ps_upload_send(struct ps_upload *u, uint64_t now_ns, long timeout_ms, int final,
 		if (final) {
 			now_ns = clock_now(u);
 			if (now_ns >= deadline_ns) {
+				/* Given up, not kept: a sender that lives on
+				 * (after an exec that failed) must not send
+				 * what is already counted as failed. */
+				ps_warn("flush timeout: %u requests not sent", u->n - i);
 				u->failed += u->n - i;
-				ps_debug("flush timeout: %u requests not sent", u->n - i);
-				return;
+				while (u->n > i)
+					remove_at(u, i);
+				(void)wait_for_flight(u, deadline_ns, lock);
+				break;
 			}
 			left = (long)((deadline_ns - now_ns) / 1000000ull);
 			timeout_ms = left < 1 ? 1 : left;
@@ -279,6 +332,8 @@ ps_upload_send(struct ps_upload *u, uint64_t now_ns, long timeout_ms, int final,
 		else
 			i++;
 	}
+	if (final)
+		u->closing = 0;
 }
 
 void
@@ -286,5 +341,7 @@ ps_upload_abandon(struct ps_upload *u)
 {
 	u->n = 0;
 	u->bytes = 0;
+	u->flight = NULL;           /* the parent's thread's, not in this process */
+	u->closing = 0;
 	u->sent = u->failed = u->dropped = u->retries = u->deferred = 0;
 }

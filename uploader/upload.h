@@ -41,6 +41,8 @@ struct ps_upload_item {
 	int otlp;                  /* OTLP retry rules */
 	unsigned attempts;
 	uint64_t due_ns;           /* CLOCK_MONOTONIC time of the next attempt */
+	int written_off;           /* in flight, counted as failed by a final
+				    * flush that could not wait for it */
 };
 
 struct ps_upload_auth {
@@ -54,6 +56,10 @@ struct ps_upload {
 	struct ps_upload_item *q[PS_UPLOAD_QUEUE_MAX];  /* oldest first */
 	unsigned n;
 	size_t bytes;
+	/* The request being sent with the lock released (owned by the thread
+	 * sending it, out of q), or NULL; at most one: one thread sends. */
+	struct ps_upload_item *flight;
+	int closing;               /* a final flush is under way */
 	struct ps_upload_auth pyro, otlp;  /* borrowed from the export state */
 	const char *ca_file;
 	int insecure;
@@ -77,10 +83,12 @@ int ps_upload_enqueue(struct ps_upload *u, char *url, const char *content_type,
 		      struct ps_buf *body, const char *what, int otlp);
 
 /* Send what is due at now_ns (CLOCK_MONOTONIC).  Each request may take up
- * to timeout_ms.  With `final`, send everything once, whatever its due
- * time, and stop at deadline_ns.  Without `final` and with `lock` (held
- * by the caller), each request is taken out of the queue and sent with
- * the lock released. */
+ * to timeout_ms.  With `final`, send everything once, oldest first,
+ * whatever its due time, then wait (with `lock`, held by the caller,
+ * released) for a request another thread has in flight; stop at
+ * deadline_ns, and count what is left as failed.  Without `final` and
+ * with `lock`, each request is taken out of the queue and sent with the
+ * lock released; such a sender stops when a final flush has begun. */
 void ps_upload_send(struct ps_upload *u, uint64_t now_ns, long timeout_ms, int final,
 		    uint64_t deadline_ns, pthread_mutex_t *lock);
 

@@ -133,7 +133,7 @@ last_pass(uint64_t deadline, int end, int dead)
 		take_exit_info(dead);
 		ps_export_end_span(x);
 	}
-	ps_export_send(x, 1, deadline, NULL);
+	ps_export_send(x, 1, deadline, &lock);
 }
 
 /* ---- the helper's view of the program -------------------------------- */
