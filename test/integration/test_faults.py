@@ -331,11 +331,19 @@ class ServerFaults(PeerTest, FaultTest):
 
     def last_flush(self, log):
         """(sent, failed, dropped) of the log's one line on the last flush,
-        the only word on what the exit's requests became."""
-        with open(log) as f:
-            m = re.findall(r"after the last flush: uploads: (\d+) sent, (\d+) failed, "
-                           r"(\d+) dropped", f.read())
-        self.assertEqual(len(m), 1, "one last flush")
+        the only word on what the exit's requests became.  The helper may
+        write it just after the program is gone (both stop waiting at the
+        same deadline): read once the helper's own last line is there."""
+        end = time.monotonic() + 10
+        while True:
+            with open(log) as f:
+                text = f.read()
+            if "uploader: helper used" in text or time.monotonic() > end:
+                break
+            time.sleep(0.05)
+        m = re.findall(r"after the last flush: uploads: (\d+) sent, (\d+) failed, "
+                       r"(\d+) dropped", text)
+        self.assertEqual(len(m), 1, "one last flush: " + text[-3000:])
         return tuple(map(int, m[0]))
 
     def test_server_that_falls_behind_gets_what_the_flush_timeout_allows_and_the_rest_is_counted(self):
@@ -348,10 +356,10 @@ class ServerFaults(PeerTest, FaultTest):
                                       PYROSCOPE_LOG_FILE=log)
         self.assert_unchanged(r, base)
         self.assertLess(delay, 3 + 1.0)
+        sent, failed, dropped = self.last_flush(log)
         got = peer.ingest("samples") + peer.ingest("bytes")
         self.assertEqual(len({(x["units"], x["from_ns"]) for x in got}), len(got),
                          "an interval arrived twice")
-        sent, failed, dropped = self.last_flush(log)
         self.assertGreater(failed, 0, "the flush timeout did not cut the queue: not this case")
         self.assertEqual(dropped, 0)
         # A request cut by the deadline may still reach the peer: counted
@@ -373,10 +381,11 @@ class ServerFaults(PeerTest, FaultTest):
                                       PYROSCOPE_LOG_FILE=log)
         self.assert_unchanged(r, base)
         self.assertLess(delay, 2 + 1.0)
+        counts = self.last_flush(log)
         got = peer.ingest("samples") + peer.ingest("bytes")
         # The queue did not wait behind the hung request: every other one
         # arrived, and the hung one is the one failure.
-        self.assertEqual(self.last_flush(log), (len(got), 1, 0))
+        self.assertEqual(counts, (len(got), 1, 0))
         with open(log) as f:
             self.assertIn("request in flight is not confirmed", f.read())
         self.assertGreaterEqual(len(got), 4)

@@ -33,17 +33,27 @@ def summary(r):
                      "Debian's python3 regression tests are not installed "
                      "(apt-get install libpython3.11-testsuite)")
 class CPythonSuite(ShimTest):
+    def failing(self, env):
+        """The modules that fail, each confirmed by a second run of it
+        alone: CPython's timing tests (test_signal's itimer cases) can fail
+        on a loaded machine with or without the shim, and a flake of either
+        run is not a difference.  A module that fails twice counts."""
+        r = run([PY, "-m", "test", "-q"] + MODULES, env, timeout=900, cwd=self.tmp)
+        rc, bad, ok = summary(r)
+        if rc == 0 and not bad and ok:
+            return []
+        self.assertTrue(bad, "the suite failed without naming a test: rc %d: %s" %
+                        (rc, (r.out + r.err)[-3000:]))
+        return summary(run([PY, "-m", "test", "-q"] + bad, env, timeout=900, cwd=self.tmp))[1]
+
     def test_same_results_with_and_without_the_shim(self):
-        argv = [PY, "-m", "test", "-q"] + MODULES
-        env_base = clean_env(preload=False)
-        base = summary(run(argv, env_base, timeout=900, cwd=self.tmp))
+        base = self.failing(clean_env(preload=False))
         # At the highest rate, so that samples land inside every signal,
         # fork and wait corner these modules test.
-        shim = summary(run(argv, clean_env({"PYROSCOPE_OUTPUT_DIR": self.out,
-                                            "PYROSCOPE_SAMPLE_RATE": "1000"}), timeout=900,
-                           cwd=self.tmp))
+        shim = self.failing(clean_env({"PYROSCOPE_OUTPUT_DIR": self.out,
+                                       "PYROSCOPE_SAMPLE_RATE": "1000"}))
         self.assertEqual(base, shim)
-        self.assertTrue(shim[2], "the suite itself should pass here: %s" % (shim,))
+        self.assertEqual(shim, [], "the suite itself should pass here")
 
 
 if __name__ == "__main__":
