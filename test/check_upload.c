@@ -2,6 +2,7 @@
  * backoff, bounds and the final flush, through its transport and clock
  * seams (no network, no real time). */
 #include "uploader/upload.h"
+#include "common/clock.h"
 
 #include <check.h>
 #include <errno.h>
@@ -330,6 +331,13 @@ END_TEST
 static atomic_int entered, release, posted;
 static pthread_mutex_t flight_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* The polling loops' 1 ms pause. */
+static void
+nap(void)
+{
+	(void)nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+}
+
 /* The first post holds until `release`; the others are counted in
  * `posted` once done, so the fake server is never used by two threads at
  * once. */
@@ -340,7 +348,7 @@ held_post(const struct ps_http_request *rq, struct ps_http_response *rs)
 
 	if (atomic_fetch_add(&entered, 1) == 0) {
 		while (!atomic_load(&release))
-			(void)nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+			nap();
 		return fake_post(rq, rs);
 	}
 	rc = fake_post(rq, rs);
@@ -365,18 +373,9 @@ releaser(void *arg)
 {
 	(void)arg;
 	while (atomic_load(&posted) < 2)
-		(void)nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+		nap();
 	atomic_store(&release, 1);
 	return NULL;
-}
-
-static uint64_t
-real_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * SEC + (uint64_t)ts.tv_nsec;
 }
 
 /* Starts the sender on the oldest of three requests and returns once it
@@ -395,7 +394,7 @@ start_flight(void)
 	queue("http://s/1", 10, 0);
 	ck_assert_int_eq(pthread_create(&t, NULL, sender, NULL), 0);
 	while (!atomic_load(&entered))
-		(void)nanosleep(&(struct timespec){ 0, 1000000 }, NULL);
+		nap();
 	pthread_mutex_lock(&flight_lock);
 	ck_assert_ptr_nonnull(u.flight);
 	queue("http://s/2", 10, 0);     /* the last pass's */
@@ -405,9 +404,11 @@ start_flight(void)
 START_TEST(upload_final_flush_sends_the_queue_then_waits_for_the_request_in_flight)
 {
 	pthread_t t = start_flight(), r;
+	uint64_t t0;
 
 	ck_assert_int_eq(pthread_create(&r, NULL, releaser, NULL), 0);
-	ps_upload_send(&u, real_now(), 1000, 1, real_now() + 10 * SEC, &flight_lock);
+	t0 = ps_clock_ns(CLOCK_MONOTONIC);
+	ps_upload_send(&u, t0, 1000, 1, t0 + 10 * SEC, &flight_lock);
 	/* The flush returned only once the one in flight had settled. */
 	ck_assert_ptr_null(u.flight);
 	ck_assert_uint_eq(u.sent, 3);
@@ -430,9 +431,9 @@ START_TEST(upload_final_flush_past_its_deadline_counts_the_request_in_flight)
 	uint64_t t0;
 	pthread_t t = start_flight();
 
-	t0 = real_now();
+	t0 = ps_clock_ns(CLOCK_MONOTONIC);
 	ps_upload_send(&u, t0, 1000, 1, t0 + 50 * 1000000ull, &flight_lock);
-	ck_assert_uint_le(real_now() - t0, 2 * SEC);   /* bounded by the deadline */
+	ck_assert_uint_le(ps_clock_ns(CLOCK_MONOTONIC) - t0, 2 * SEC);   /* bounded by the deadline */
 	ck_assert_int_eq(srv.calls, 2);
 	ck_assert_uint_eq(u.sent, 2);
 	ck_assert_uint_eq(u.failed, 1);                /* the one in flight */
