@@ -21,19 +21,12 @@ static int nxs;
 #define x (xs[nxs - 1])
 static char dir[64];
 
-static const char *
-no_env(const char *name)
-{
-	(void)name;
-	return NULL;
-}
-
 static void
 setup(void)
 {
 	hm_table(&st);
 	ck_assert_int_eq(ps_livetab_init(&lt), 0);
-	ck_assert_int_ge(ps_config_load(&cfg, no_env, "check_export"), 0);
+	hm_config(&cfg, "check_export");
 	/* Function names only: an export lives as long as the process and is
 	 * never torn down, and libdw's search trees would look "possibly
 	 * lost" to valgrind.  Source lines are check_symbols' and

@@ -31,13 +31,6 @@ static int nxs;
 #define x (xs[nxs - 1])
 static char dir[64];
 
-static const char *
-no_env(const char *name)
-{
-	(void)name;
-	return NULL;
-}
-
 /* Each case runs in a process of its own (check's fork mode): the
  * worker's state starts fresh. */
 static void
@@ -46,7 +39,7 @@ setup(void)
 	tab = ps_shmem_new(sizeof(*tab));
 	ck_assert_ptr_nonnull(tab);
 	hm_table(&st);
-	ck_assert_int_ge(ps_config_load(&cfg, no_env, "check_worker"), 0);
+	hm_config(&cfg, "check_worker");
 	hm_tmpdir(dir, "check_worker");
 	ck_assert_int_lt(nxs, 16);
 	nxs++;

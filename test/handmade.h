@@ -1,5 +1,5 @@
 /* handmade.h -- hand-built sample tables for the uploader's unit tests
- * (check_fold, check_export, check_remote, check_nomem): stacks of a few
+ * (check_fold, check_export, check_remote, check_nomem, check_worker): stacks of a few
  * functions of the test binary itself, whose names the symbolizer reads
  * from its symbol table, with known values.  Not a module: included by
  * the tests only. */
@@ -64,6 +64,20 @@ hm_alloc_samples(struct ps_stacktab *st, struct ps_livetab *lt, uint64_t objs, u
 	for (uint64_t i = 0; lt && i < live; i++)
 		ck_assert_int_eq(ps_livetab_insert(lt, (void *)(uintptr_t)(0x100000 + 64 * i), bytes,
 						   PS_FIXED_ONE, slot), 0);
+}
+
+static const char *
+hm_no_env(const char *name)
+{
+	(void)name;
+	return NULL;
+}
+
+/* The configuration of an empty environment, for program `app`. */
+__attribute__((unused)) static void
+hm_config(struct ps_config *cfg, const char *app)
+{
+	ck_assert_int_ge(ps_config_load(cfg, hm_no_env, app), 0);
 }
 
 /* A fresh export state for app "app", process `pid`, writing into dir:
