@@ -113,8 +113,8 @@ int
 ps_parse_duration(const char *s, uint64_t *out_ns)
 {
 	static const struct unit units[] = {
-		{ "", 1000000000ull }, { "ms", 1000000ull }, { "s", 1000000000ull },
-		{ "m", 60000000000ull }, { "h", 3600000000000ull },
+		{ "", 1000000000ull }, { "ns", 1ull }, { "us", 1000ull }, { "ms", 1000000ull },
+		{ "s", 1000000000ull }, { "m", 60000000000ull }, { "h", 3600000000000ull },
 	};
 	uint64_t v;
 
@@ -211,6 +211,12 @@ static const struct var vars[] = {
 	  "expected true or false", "true" },
 	{ "PYROSCOPE_ALLOC_SAMPLE_BYTES", K_SIZE, OFF(alloc_sample_bytes), 0, 1ull << 40,
 	  "expected a size in bytes such as 524288 or 512KiB", "524288" },
+	{ "PYROSCOPE_PROFILING_BLOCK_ENABLED", K_BOOL, OFF(block_enabled), 0, 1,
+	  "expected true or false", "true" },
+	{ "PYROSCOPE_PROFILING_MUTEX_ENABLED", K_BOOL, OFF(mutex_enabled), 0, 1,
+	  "expected true or false", "true" },
+	{ "PYROSCOPE_BLOCK_RATE", K_DURATION, OFF(block_rate_ns), 1000, NS(10),
+	  "expected a duration from 1us to 10s such as 100us or 1ms", "1ms" },
 	{ "PYROSCOPE_STACK_MEMORY", K_SIZE, OFF(stack_memory), 256 << 10, 1ull << 30,
 	  "expected a size from 256KiB to 1GiB such as 8MiB", "8MiB" },
 	{ "PYROSCOPE_DWARF_MEMORY", K_SIZE, OFF(dwarf_memory), 0, 1ull << 40,
@@ -382,6 +388,9 @@ defaults(struct ps_config *c)
 	c->cpu_signal = 61;
 	c->alloc_enabled = 1;
 	c->alloc_sample_bytes = 524288;
+	c->block_enabled = 1;
+	c->mutex_enabled = 1;
+	c->block_rate_ns = 1000000;
 	c->stack_memory = 8ull << 20;
 	c->upload_interval_ns = NS(10);
 	c->flush_timeout_ns = NS(3);

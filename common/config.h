@@ -30,6 +30,10 @@ struct ps_config {
 	int cpu_signal;                /* PYROSCOPE_CPU_SIGNAL: 35..64, default 61 (SIGRTMAX-3) */
 	int alloc_enabled;             /* PYROSCOPE_PROFILING_ALLOC_ENABLED (default 1) */
 	uint64_t alloc_sample_bytes;   /* PYROSCOPE_ALLOC_SAMPLE_BYTES, default 524288; 0/1 = every */
+	int block_enabled;             /* PYROSCOPE_PROFILING_BLOCK_ENABLED (default 1) */
+	int mutex_enabled;             /* PYROSCOPE_PROFILING_MUTEX_ENABLED (default 1) */
+	uint64_t block_rate_ns;        /* PYROSCOPE_BLOCK_RATE: waits this long are all kept,
+					* shorter ones sampled; 1us..10s, default 1ms */
 	uint64_t stack_memory;         /* PYROSCOPE_STACK_MEMORY, bytes, default 8 MiB */
 	uint64_t dwarf_memory;         /* PYROSCOPE_DWARF_MEMORY, bytes libdw may hold,
 					* default 256 MiB; 0 = function names only */
@@ -85,7 +89,8 @@ void ps_config_url_shown(const char *url, char *out, size_t len);
  * 0 and stores the value, or -EINVAL and leaves *out untouched. */
 int ps_parse_bool(const char *s, int *out) PS_WUR;
 int ps_parse_uint(const char *s, uint64_t lo, uint64_t hi, uint64_t *out) PS_WUR;
-/* "500ms", "10s", "1m", "2h" or plain seconds ("15"); result in ns; > 0. */
+/* "100us", "500ms", "10s", "1m", "2h" (also "ns") or plain seconds ("15");
+ * result in ns; > 0. */
 int ps_parse_duration(const char *s, uint64_t *out_ns) PS_WUR;
 /* "524288", "512k", "512KiB", "8M", "8MiB", "1G" (binary multiples). */
 int ps_parse_size(const char *s, uint64_t *out) PS_WUR;

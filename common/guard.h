@@ -17,13 +17,13 @@
 
 extern PS_TLS int ps_guard_depth;
 
-static inline void
+PS_SIGSAFE static inline void
 ps_guard_enter(void)
 {
 	ps_guard_depth++;
 }
 
-static inline void
+PS_SIGSAFE static inline void
 ps_guard_leave(void)
 {
 	ps_guard_depth--;

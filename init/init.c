@@ -38,6 +38,7 @@
 #include "trace/span.h"
 #include "shim/stacktab.h"
 #include "shim/unwind.h"
+#include "shim/wait.h"
 #include "uploader/worker.h"
 #include "shim/next.h"
 
@@ -261,8 +262,9 @@ on_fork_child(void)
 		return;
 	ps_process_setup(&ops, (int)getpid());
 	if (tables_child() || ps_stacktab_reset(&tabs->st) ||
-	    (g.x.alloc_on && ps_livetab_reset(&tabs->lt))) {
+	    (g.x.on[PS_FAMILY_ALLOC] && ps_livetab_reset(&tabs->lt))) {
 		ps_alloc_off();
+		ps_wait_off();
 		(void)ps_sampler_disarm();
 		return;
 	}
@@ -306,8 +308,10 @@ start_export(struct ps_config *c)
 	memset(x, 0, sizeof(*x));
 	x->cfg = c;
 	x->lt = c->alloc_enabled ? &tabs->lt : NULL;
-	x->cpu_on = c->cpu_enabled;
-	x->alloc_on = c->alloc_enabled;
+	x->on[PS_FAMILY_CPU] = c->cpu_enabled;
+	x->on[PS_FAMILY_ALLOC] = c->alloc_enabled;
+	x->on[PS_FAMILY_BLOCK] = c->block_enabled;
+	x->on[PS_FAMILY_MUTEX] = c->mutex_enabled;
 	x->pid = getpid();
 	snprintf(x->app, sizeof(x->app), "%s", c->app_name);
 	shim_range(&x->skip_lo, &x->skip_hi);
@@ -335,7 +339,8 @@ start(void)
 	exe_path(exe, sizeof(exe));
 	(void)ps_config_load(c, env, exe);
 	log_setup(c);
-	if (!c->enabled || (!c->cpu_enabled && !c->alloc_enabled))
+	if (!c->enabled ||
+	    (!c->cpu_enabled && !c->alloc_enabled && !c->block_enabled && !c->mutex_enabled))
 		return;
 	rc = start_tables(c);
 	if (rc) {
@@ -354,11 +359,16 @@ start(void)
 		if (rc)
 			ps_warn("CPU profiling not started: %s", strerror(-rc));
 		if (rc)
-			g.x.cpu_on = 0;
+			g.x.on[PS_FAMILY_CPU] = 0;
 	}
-	ps_info("profiling %s (pid %d) at %u Hz, allocations every %llu bytes, output %s",
+	if (c->block_enabled || c->mutex_enabled)
+		ps_wait_start((c->block_enabled ? PS_WAIT_BLOCK : 0) |
+			      (c->mutex_enabled ? PS_WAIT_MUTEX : 0), c->block_rate_ns);
+	ps_info("profiling %s (pid %d) at %u Hz, allocations every %llu bytes, waits%s%s "
+		"(every one of %llu us or more), output %s",
 		c->app_name, (int)getpid(), c->sample_rate,
-		(unsigned long long)c->alloc_sample_bytes,
+		(unsigned long long)c->alloc_sample_bytes, c->block_enabled ? " block" : "",
+		c->mutex_enabled ? " mutex" : "", (unsigned long long)c->block_rate_ns / 1000,
 		g.x.dir[0] ? g.x.dir : g.x.remote.on ? g.x.remote.base : "nowhere");
 }
 

@@ -5,6 +5,8 @@
  * and ITIMER_PROF are the program's alone.  Calls about the shim's signal
  * -- dispositions, masks, waits -- are answered with the program's own view
  * of it, while the kernel keeps the shim's handler and the signal unblocked.
+ * The waits among them (ppoll, pselect, epoll_pwait, epoll_pwait2) are also
+ * timed for the block profile, as hook_wait.c's interposers are.
  */
 #include <errno.h>
 #include <poll.h>
@@ -18,14 +20,7 @@
 #include "shim/next.h"
 #include "shim/sigvirt.h"
 #include "shim/unwind.h"
-
-#define MISSING(fn, ret) \
-	do { \
-		if (!real_##fn) { \
-			errno = ENOSYS; \
-			return ret; \
-		} \
-	} while (0)
+#include "shim/wait.h"
 
 PS_SIGSAFE static int
 is_ours(int sig)
@@ -40,7 +35,7 @@ sigaction(int sig, const struct sigaction *act, struct sigaction *old)
 {
 	PS_NEXT(sigaction);
 	if (!is_ours(sig)) {
-		MISSING(sigaction, -1);
+		PS_NEXT_MISSING(sigaction, -1);
 		return real_sigaction(sig, act, old);
 	}
 	ps_sigvirt_action(act, old);
@@ -99,7 +94,7 @@ sysv_signal(int sig, sighandler_t handler)
 {
 	PS_NEXT(sysv_signal);
 	if (!is_ours(sig)) {
-		MISSING(sysv_signal, SIG_ERR);
+		PS_NEXT_MISSING(sysv_signal, SIG_ERR);
 		return real_sysv_signal(sig, handler);
 	}
 	return sysv(sig, handler);
@@ -122,7 +117,7 @@ sigset(int sig, sighandler_t disp)
 
 	PS_NEXT(sigset);
 	if (!is_ours(sig)) {
-		MISSING(sigset, SIG_ERR);
+		PS_NEXT_MISSING(sigset, SIG_ERR);
 		return real_sigset(sig, disp);
 	}
 	sigemptyset(&one);
@@ -180,7 +175,7 @@ sigprocmask(int how, const sigset_t *set, sigset_t *old)
 		return 0;
 	}
 	PS_NEXT(sigprocmask);
-	MISSING(sigprocmask, -1);
+	PS_NEXT_MISSING(sigprocmask, -1);
 	rc = real_sigprocmask(how, ps_sigvirt_mask_in(set, &copy), old);
 	if (rc == 0)
 		ps_sigvirt_mask_out(how, set, old, was);
@@ -195,7 +190,7 @@ sigsuspend(const sigset_t *mask)
 	sigset_t copy;
 
 	PS_NEXT(sigsuspend);
-	MISSING(sigsuspend, -1);
+	PS_NEXT_MISSING(sigsuspend, -1);
 	return real_sigsuspend(ps_sigvirt_wait_mask(mask, &copy));
 }
 
@@ -205,8 +200,9 @@ ppoll(struct pollfd *fds, nfds_t n, const struct timespec *t, const sigset_t *ma
 	sigset_t copy;
 
 	PS_NEXT(ppoll);
-	MISSING(ppoll, -1);
-	return real_ppoll(fds, n, t, ps_sigvirt_wait_mask(mask, &copy));
+	PS_NEXT_MISSING(ppoll, -1);
+	PS_WAIT_TIMED(PS_WAIT_BLOCK, ppoll, int,
+		      real_ppoll(fds, n, t, ps_sigvirt_wait_mask(mask, &copy)));
 }
 
 PS_SIGSAFE PS_EXPORT int
@@ -215,8 +211,9 @@ pselect(int n, fd_set *r, fd_set *w, fd_set *e, const struct timespec *t, const 
 	sigset_t copy;
 
 	PS_NEXT(pselect);
-	MISSING(pselect, -1);
-	return real_pselect(n, r, w, e, t, ps_sigvirt_wait_mask(mask, &copy));
+	PS_NEXT_MISSING(pselect, -1);
+	PS_WAIT_TIMED(PS_WAIT_BLOCK, pselect, int,
+		      real_pselect(n, r, w, e, t, ps_sigvirt_wait_mask(mask, &copy)));
 }
 
 PS_EXPORT int
@@ -225,8 +222,9 @@ epoll_pwait(int fd, struct epoll_event *ev, int max, int ms, const sigset_t *mas
 	sigset_t copy;
 
 	PS_NEXT(epoll_pwait);
-	MISSING(epoll_pwait, -1);
-	return real_epoll_pwait(fd, ev, max, ms, ps_sigvirt_wait_mask(mask, &copy));
+	PS_NEXT_MISSING(epoll_pwait, -1);
+	PS_WAIT_TIMED(PS_WAIT_BLOCK, epoll_pwait, int,
+		      real_epoll_pwait(fd, ev, max, ms, ps_sigvirt_wait_mask(mask, &copy)));
 }
 
 PS_EXPORT int
@@ -236,8 +234,9 @@ epoll_pwait2(int fd, struct epoll_event *ev, int max, const struct timespec *t,
 	sigset_t copy;
 
 	PS_NEXT(epoll_pwait2);
-	MISSING(epoll_pwait2, -1);
-	return real_epoll_pwait2(fd, ev, max, t, ps_sigvirt_wait_mask(mask, &copy));
+	PS_NEXT_MISSING(epoll_pwait2, -1);
+	PS_WAIT_TIMED(PS_WAIT_BLOCK, epoll_pwait2, int,
+		      real_epoll_pwait2(fd, ev, max, t, ps_sigvirt_wait_mask(mask, &copy)));
 }
 
 /* ---- synchronous receipt: never one of the shim's samples ------------ */
@@ -249,7 +248,7 @@ sigtimedwait(const sigset_t *set, siginfo_t *info, const struct timespec *t)
 	int sig;
 
 	PS_NEXT(sigtimedwait);
-	MISSING(sigtimedwait, -1);
+	PS_NEXT_MISSING(sigtimedwait, -1);
 	sig = ps_sigvirt_take_pending(set, info);
 	if (sig)
 		return sig;
@@ -286,6 +285,6 @@ signalfd(int fd, const sigset_t *mask, int flags)
 	sigset_t copy;
 
 	PS_NEXT(signalfd);
-	MISSING(signalfd, -1);
+	PS_NEXT_MISSING(signalfd, -1);
 	return real_signalfd(fd, ps_sigvirt_mask_in(mask, &copy), flags);
 }

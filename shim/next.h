@@ -44,4 +44,14 @@ ps_next_cached(void *_Atomic *slot, const char *name)
 
 #define PS_NEXT(fn) PS_NEXT_AS(__typeof__(fn) *, fn)
 
+/* After PS_NEXT(fn), in a function that sets errno on failure: the answer
+ * to "there is no next definition" (a C library without fn). */
+#define PS_NEXT_MISSING(fn, ret)                                        \
+	do {                                                            \
+		if (!real_##fn) {                                       \
+			errno = ENOSYS;                                 \
+			return ret;                                     \
+		}                                                       \
+	} while (0)
+
 #endif

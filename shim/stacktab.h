@@ -29,9 +29,13 @@ enum {
 	PS_V_CPU_NS = 1,       /* CPU nanoseconds those signals stand for */
 	PS_V_ALLOC_OBJS = 2,   /* sampled allocations, unbiased, x PS_FIXED_ONE */
 	PS_V_ALLOC_BYTES = 3,  /* sampled bytes, unbiased */
-	PS_NVALUES = 4,
+	PS_V_BLOCK_COUNT = 4,  /* kept waits, unbiased, x PS_FIXED_ONE (wait.h) */
+	PS_V_BLOCK_NS = 5,     /* their delay, unbiased */
+	PS_V_MUTEX_COUNT = 6,  /* kept lock waits, unbiased, x PS_FIXED_ONE */
+	PS_V_MUTEX_NS = 7,     /* their delay, unbiased */
+	PS_NVALUES = 8,
 };
-#define PS_FIXED_ONE 65536  /* fixed-point unit of PS_V_ALLOC_OBJS */
+#define PS_FIXED_ONE 65536  /* fixed-point unit of the unbiased counts */
 
 /* Slots that hold no stack, at fixed indexes before the hashed ones. */
 enum {

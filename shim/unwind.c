@@ -98,6 +98,12 @@ ps_unwind_active(void)
 	return t_active;
 }
 
+PS_SIGSAFE int
+ps_unwind_ready(void)
+{
+	return unw.loaded && t_warm && !t_active;
+}
+
 static int
 load(void)
 {
@@ -300,7 +306,7 @@ ps_unwind_signal(void *ucontext, uintptr_t *ips, int max)
 	return n;
 }
 
-__attribute__((noinline)) int
+PS_SIGSAFE __attribute__((noinline)) int
 ps_unwind_here(uintptr_t *ips, int max)
 {
 	struct ps_frame_regs r;

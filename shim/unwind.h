@@ -57,6 +57,11 @@ int ps_unwind_signal(void *ucontext, uintptr_t *ips, int max);
  * Context: any thread outside signal context (allocation hooks). */
 int ps_unwind_here(uintptr_t *ips, int max);
 
+/* 1 if ps_unwind_here may run on this thread even inside a signal
+ * handler: the thread was warmed up and is not inside a capture.
+ * Context: any; async-signal-safe. */
+int ps_unwind_ready(void);
+
 /* Non-zero while this thread is inside a capture. */
 int ps_unwind_active(void);
 

@@ -63,6 +63,9 @@ START_TEST(config_defaults_when_nothing_is_set)
 	ck_assert_int_eq(c.cpu_enabled, 1);
 	ck_assert_int_eq(c.alloc_enabled, 1);
 	ck_assert_uint_eq(c.alloc_sample_bytes, 524288);
+	ck_assert_int_eq(c.block_enabled, 1);
+	ck_assert_int_eq(c.mutex_enabled, 1);
+	ck_assert_uint_eq(c.block_rate_ns, 1000000);
 	ck_assert_uint_eq(c.upload_interval_ns, 10000000000ull);
 	ck_assert_uint_eq(c.flush_timeout_ns, 3000000000ull);
 	ck_assert_uint_eq(c.stack_memory, 8u << 20);
@@ -83,6 +86,9 @@ START_TEST(config_reads_every_valid_value)
 	set("PYROSCOPE_PROFILING_CPU_ENABLED", "false");
 	set("PYROSCOPE_PROFILING_ALLOC_ENABLED", "0");
 	set("PYROSCOPE_ALLOC_SAMPLE_BYTES", "64KiB");
+	set("PYROSCOPE_PROFILING_BLOCK_ENABLED", "false");
+	set("PYROSCOPE_PROFILING_MUTEX_ENABLED", "no");
+	set("PYROSCOPE_BLOCK_RATE", "250us");
 	set("PYROSCOPE_STACK_MEMORY", "16M");
 	set("PYROSCOPE_UPLOAD_INTERVAL", "500ms");
 	set("PYROSCOPE_FLUSH_TIMEOUT", "2");
@@ -97,6 +103,9 @@ START_TEST(config_reads_every_valid_value)
 	ck_assert_int_eq(c.cpu_enabled, 0);
 	ck_assert_int_eq(c.alloc_enabled, 0);
 	ck_assert_uint_eq(c.alloc_sample_bytes, 65536);
+	ck_assert_int_eq(c.block_enabled, 0);
+	ck_assert_int_eq(c.mutex_enabled, 0);
+	ck_assert_uint_eq(c.block_rate_ns, 250000);
 	ck_assert_uint_eq(c.stack_memory, 16u << 20);
 	ck_assert_uint_eq(c.upload_interval_ns, 500000000ull);
 	ck_assert_uint_eq(c.flush_timeout_ns, 2000000000ull);
@@ -114,6 +123,8 @@ static const struct {
 	const char *var, *value, *expect;
 } bad[] = {
 	{ "PYROSCOPE_ENABLED", "maybe", "pyroshim: PYROSCOPE_ENABLED=maybe: expected true or false; using true\n" },
+	{ "PYROSCOPE_BLOCK_RATE", "500ns", "pyroshim: PYROSCOPE_BLOCK_RATE=500ns: expected a duration from 1us to 10s such as 100us or 1ms; using 1ms\n" },
+	{ "PYROSCOPE_BLOCK_RATE", "11s", "using 1ms\n" },
 	{ "PYROSCOPE_SAMPLE_RATE", "0", "pyroshim: PYROSCOPE_SAMPLE_RATE=0: expected a whole number of Hz from 1 to 1000; using 100\n" },
 	{ "PYROSCOPE_SAMPLE_RATE", "1001", "using 100\n" },
 	{ "PYROSCOPE_SAMPLE_RATE", "12x", "using 100\n" },
@@ -261,6 +272,10 @@ START_TEST(parsers_accept_documented_forms)
 	ck_assert_uint_eq(v, 15000000000ull);
 	ck_assert_int_eq(ps_parse_duration("", &v), -EINVAL);
 	ck_assert_int_eq(ps_parse_duration("ms", &v), -EINVAL);
+	ck_assert_int_eq(ps_parse_duration("100us", &v), 0);
+	ck_assert_uint_eq(v, 100000);
+	ck_assert_int_eq(ps_parse_duration("7ns", &v), 0);
+	ck_assert_uint_eq(v, 7);
 	ck_assert_int_eq(ps_parse_size("512KiB", &v), 0);
 	ck_assert_uint_eq(v, 524288);
 	ck_assert_int_eq(ps_parse_size("1G", &v), 0);

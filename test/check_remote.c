@@ -26,6 +26,8 @@ static int nfolds;
 static struct ps_remote rs[32];
 #define r (rs[nfolds - 1])
 static const char *format = "folded";
+/* CPU and allocations, as the tests' tables hold. */
+static const int on[PS_NFAMILIES] = { [PS_FAMILY_CPU] = 1, [PS_FAMILY_ALLOC] = 1 };
 
 static const char *
 env(const char *name)
@@ -66,7 +68,7 @@ interval(uint64_t until)
 	struct ps_profile_meta m = { 0 };
 
 	ck_assert_int_eq(ps_fold_update(&f, &st, &lt), 0);
-	ps_remote_queue(&r, &f, 1, 1, &m, until);
+	ps_remote_queue(&r, &f, on, &m, until);
 }
 
 /* The queued request whose name is app.<type>, or NULL. */
@@ -121,7 +123,7 @@ START_TEST(remote_queues_nothing_without_a_server)
 	ck_assert(!off.on);
 	hm_cpu(&st, hm_leaf_a, 1, 10);
 	ck_assert_int_eq(ps_fold_update(&f, &st, NULL), 0);
-	ps_remote_queue(&off, &f, 1, 1, &m, T0 + SEC);
+	ps_remote_queue(&off, &f, on, &m, T0 + SEC);
 	ck_assert_uint_eq(off.up.n, 0);
 }
 END_TEST

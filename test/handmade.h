@@ -89,8 +89,8 @@ hm_export(struct ps_export *x, const struct ps_config *cfg, struct ps_livetab *l
 	memset(x, 0, sizeof(*x));
 	x->cfg = cfg;
 	x->lt = lt;
-	x->cpu_on = 1;
-	x->alloc_on = lt != NULL;
+	x->on[PS_FAMILY_CPU] = 1;
+	x->on[PS_FAMILY_ALLOC] = lt != NULL;
 	x->pid = pid;
 	snprintf(x->app, sizeof(x->app), "app");
 	snprintf(x->dir, sizeof(x->dir), "%s", dir);

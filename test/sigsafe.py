@@ -33,17 +33,21 @@ ROOTS = [
     # signal-safety(7) functions the shim defines.
     "_exit", "_Exit", "sigaction", "signal", "sigset", "sigprocmask",
     "pthread_sigmask", "sigsuspend", "ppoll", "pselect", "pipe",
+    # The waiting calls of hook_wait.c that signal-safety(7) lists.
+    "read", "write", "recv", "recvfrom", "recvmsg", "send", "sendto", "sendmsg",
+    "accept", "connect", "poll", "select", "clock_nanosleep", "sleep",
 ]
 
 # Calls made through pointers.  libunwind, driven from the handler, calls
 # dl_iterate_phdr to find unwind tables, syscall(SYS_write) to validate an
-# address, pipe/pipe2 at its first use, and sigprocmask around its cache
-# lock -- all of which the shim interposes (hook_dl.c, hook_fd.c,
-# hook_signal.c).
+# address, pipe/pipe2 at its first use, and sigprocmask and
+# pthread_mutex_lock around its cache lock -- all of which the shim
+# interposes (hook_dl.c, hook_fd.c, hook_signal.c, hook_wait.c).
 INDIRECT = {
-    "shim/unwind.c:walk": ["dl_iterate_phdr", "syscall", "pipe", "pipe2", "sigprocmask"],
+    "shim/unwind.c:walk": ["dl_iterate_phdr", "syscall", "pipe", "pipe2", "sigprocmask",
+                           "pthread_mutex_lock"],
     "ps_unwind_signal": ["dl_iterate_phdr", "syscall", "pipe", "pipe2",
-                                       "sigprocmask"],
+                                       "sigprocmask", "pthread_mutex_lock"],
 }
 
 

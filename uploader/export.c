@@ -190,8 +190,6 @@ write_pprof(struct ps_export *x, const struct ps_family *fam, struct ps_profile_
 static int
 write_local(struct ps_export *x, struct ps_profile_meta *m)
 {
-	const int on[PS_NFAMILIES] = { [PS_FAMILY_CPU] = x->cpu_on,
-				       [PS_FAMILY_ALLOC] = x->alloc_on };
 	const struct ps_family *fam;
 	int rc = 0;
 
@@ -199,7 +197,7 @@ write_local(struct ps_export *x, struct ps_profile_meta *m)
 	m->duration_nanos = (int64_t)(ps_clock_ns(CLOCK_REALTIME) - x->start_ns);
 	for (size_t i = 0; i < PS_NFAMILIES; i++) {
 		fam = ps_families[i];
-		if (!on[fam->id] || !ps_family_present(fam, &x->fold, NULL))
+		if (!x->on[fam->id] || !ps_family_present(fam, &x->fold, NULL))
 			continue;
 		m->period = ps_family_period(fam, x->cfg->sample_rate, x->cfg->alloc_sample_bytes);
 		rc |= write_pprof(x, fam, m);
@@ -293,7 +291,7 @@ ps_export_run(struct ps_export *x, int final)
 	if (rc)
 		return rc;
 	x->passes++;
-	folded = ps_fold_update(&x->fold, st, x->alloc_on ? x->lt : NULL);
+	folded = ps_fold_update(&x->fold, st, x->on[PS_FAMILY_ALLOC] ? x->lt : NULL);
 	if (folded)
 		x->fold_errors++;       /* the next pass folds what is missing */
 	nc = comments(x, c, folded != 0);
@@ -309,7 +307,7 @@ ps_export_run(struct ps_export *x, int final)
 		 (long long)ps_fold_total(&x->fold, NULL, PS_F_CPU_SAMPLES), c[nc - 1]);
 	if (x->dir[0])
 		rc = write_local(x, &m);
-	ps_remote_queue(&x->remote, &x->fold, x->cpu_on, x->alloc_on, &m,
+	ps_remote_queue(&x->remote, &x->fold, x->on, &m,
 			ps_clock_ns(CLOCK_REALTIME));
 	return rc;
 }
@@ -323,7 +321,7 @@ ps_export_refresh(struct ps_export *x)
 	if (!st)
 		return -ENODATA;
 	rc = fold_ready(x, st);
-	return rc ? rc : ps_fold_update(&x->fold, st, x->alloc_on ? x->lt : NULL);
+	return rc ? rc : ps_fold_update(&x->fold, st, x->on[PS_FAMILY_ALLOC] ? x->lt : NULL);
 }
 
 void

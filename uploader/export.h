@@ -25,6 +25,7 @@
 #include "uploader/fold.h"
 #include "shim/livetab.h"
 #include "uploader/pprof.h"
+#include "uploader/profiles.h"
 #include "uploader/remote.h"
 #include "trace/span.h"
 #include "shim/stacktab.h"
@@ -32,7 +33,7 @@
 struct ps_export {
 	const struct ps_config *cfg;   /* not owned */
 	struct ps_livetab *lt;         /* not owned; NULL without allocation profiling */
-	int cpu_on, alloc_on;
+	int on[PS_NFAMILIES];          /* per family: profiled in this run */
 	pid_t pid;
 	uint64_t start_ns;             /* wall clock when profiling started */
 	char app[256];                 /* application name, safe in a file name */

@@ -535,8 +535,12 @@ add_live(void *arg, uint32_t stack, uint64_t size, uint64_t weight)
 int
 ps_fold_update(struct ps_fold *f, const struct ps_stacktab *st, struct ps_livetab *lt)
 {
-	static const int from[PS_NVALUES] = { PS_F_CPU_SAMPLES, PS_F_CPU_NS, PS_F_ALLOC_OBJS,
-					      PS_F_ALLOC_BYTES };
+	static const int from[PS_NVALUES] = {
+		[PS_V_CPU_SAMPLES] = PS_F_CPU_SAMPLES, [PS_V_CPU_NS] = PS_F_CPU_NS,
+		[PS_V_ALLOC_OBJS] = PS_F_ALLOC_OBJS,   [PS_V_ALLOC_BYTES] = PS_F_ALLOC_BYTES,
+		[PS_V_BLOCK_COUNT] = PS_F_BLOCK_COUNT, [PS_V_BLOCK_NS] = PS_F_BLOCK_NS,
+		[PS_V_MUTEX_COUNT] = PS_F_MUTEX_COUNT, [PS_V_MUTEX_NS] = PS_F_MUTEX_NS,
+	};
 	struct live_ctx lc = { f };
 	struct ps_fold_entry *e;
 	uint32_t i, n = ps_stacktab_size(st);

@@ -1,4 +1,4 @@
-/* profiles.h -- the two profile families, and their pprof encoding from a
+/* profiles.h -- the profile families, and their pprof encoding from a
  * fold.
  *
  * CPU: samples/count and cpu/nanoseconds, period cpu/nanoseconds.
@@ -6,6 +6,8 @@
  * inuse_space/bytes, period space/bytes -- the sample types of Go's heap
  * profile, so `go tool pprof -sample_index=...` and Pyroscope's "memory"
  * profile types work unchanged.
+ * Block and mutex: contentions/count and delay/nanoseconds, period
+ * contentions/count, as Go's block and mutex profiles.
  *
  * Context: uploader thread (or the exiting thread holding its lock);
  * allocates.
@@ -18,7 +20,8 @@
 #include "uploader/fold.h"
 #include "uploader/pprof.h"
 
-enum ps_family_id { PS_FAMILY_CPU, PS_FAMILY_ALLOC, PS_NFAMILIES };
+enum ps_family_id { PS_FAMILY_CPU, PS_FAMILY_ALLOC, PS_FAMILY_BLOCK, PS_FAMILY_MUTEX,
+		    PS_NFAMILIES };
 
 /* One folded-text series of a family: the local file app.pid.<type>.folded
  * and, with PYROSCOPE_INGEST_FORMAT=folded, the /ingest request named
@@ -35,7 +38,9 @@ struct ps_series {
  * remote.c loop over ps_families[] and hold no list of their own. */
 struct ps_family {
 	enum ps_family_id id;
-	const char *kind;                  /* "cpu" or "alloc": file names, logs */
+	const char *kind;                  /* "cpu", "alloc", "block", "mutex":
+					    * file names, logs */
+	const char *metric;                /* the server's __name__ (push API) */
 	const char *const *types, *const *units;
 	const int *fold_values;            /* fold value index per sample type */
 	const int64_t *div;                /* divisor per sample type */
@@ -54,8 +59,9 @@ struct ps_family {
 	size_t nseries;
 };
 
-extern const struct ps_family ps_family_cpu, ps_family_alloc;
-/* Both, indexed by enum ps_family_id. */
+extern const struct ps_family ps_family_cpu, ps_family_alloc, ps_family_block,
+	ps_family_mutex;
+/* All, indexed by enum ps_family_id. */
 extern const struct ps_family *const ps_families[PS_NFAMILIES];
 
 /* 1 if family fam of fold f has data (vals as in ps_profile_encode).
@@ -63,8 +69,8 @@ extern const struct ps_family *const ps_families[PS_NFAMILIES];
 int ps_family_present(const struct ps_family *fam, const struct ps_fold *f,
 		      const int64_t (*vals)[PS_F_NVALUES]);
 
-/* The pprof period: one CPU sample's nanoseconds at sample_rate Hz, or
- * the mean bytes between allocation samples. */
+/* The pprof period: one CPU sample's nanoseconds at sample_rate Hz, the
+ * mean bytes between allocation samples, or 1 (a contention). */
 int64_t ps_family_period(const struct ps_family *fam, unsigned sample_rate,
 			 uint64_t alloc_sample_bytes);
 

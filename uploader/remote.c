@@ -236,7 +236,7 @@ queue_push(struct ps_remote *r, const struct ps_family *fam, const struct ps_buf
 	struct ps_push_label l[PS_PUSH_MAX_LABELS];
 	struct ps_buf body = PS_BUF_INIT(BODY_CAP + 65536);
 	unsigned dropped;
-	size_t n = ps_push_labels(fam == &ps_family_cpu ? "process_cpu" : "memory", r->app,
+	size_t n = ps_push_labels(fam->metric, r->app,
 				  &r->tags, l, &dropped);
 	char *url;
 	int rc;
@@ -329,10 +329,9 @@ queue_family(struct ps_remote *r, const struct ps_fold *f, const int64_t (*d)[PS
 }
 
 void
-ps_remote_queue(struct ps_remote *r, const struct ps_fold *f, int cpu_on, int alloc_on,
+ps_remote_queue(struct ps_remote *r, const struct ps_fold *f, const int *on,
 		const struct ps_profile_meta *meta, uint64_t now_ns)
 {
-	const int on[PS_NFAMILIES] = { [PS_FAMILY_CPU] = cpu_on, [PS_FAMILY_ALLOC] = alloc_on };
 	int64_t (*d)[PS_F_NVALUES];
 	struct ps_profile_meta m = *meta;
 	uint32_t i;

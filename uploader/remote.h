@@ -76,7 +76,7 @@ int ps_remote_setup(struct ps_remote *r, const struct ps_config *c, const struct
 
 /* Queue this interval's profiles (CPU and allocation deltas since the last
  * call, the live heap now).  comments/labels go into every pprof. */
-void ps_remote_queue(struct ps_remote *r, const struct ps_fold *f, int cpu_on, int alloc_on,
+void ps_remote_queue(struct ps_remote *r, const struct ps_fold *f, const int *on,
 		     const struct ps_profile_meta *meta, uint64_t now_ns);
 
 /* Queue the run's span (at exit). */

@@ -169,7 +169,6 @@ static const struct {
 	const struct ps_family *fam;
 } empty_types[] = {
 	{ "goroutine", &fam_goroutine }, { "threadcreate", &fam_thread },
-	{ "mutex", &fam_contention }, { "block", &fam_contention },
 	{ "delta_mutex", &fam_contention }, { "delta_block", &fam_contention },
 };
 
@@ -273,12 +272,12 @@ out:
 	return rc;
 }
 
-/* CPU (`cpu` 1) for `seconds`, or the allocation profile now (seconds 0)
- * or its change over `seconds`. */
+/* CPU for `seconds`; or the allocation, block or mutex profile: since
+ * start (seconds 0, as Go serves them) or its change over `seconds`. */
 static void
-serve_profile(int c, int head, int cpu, unsigned seconds, const char *name)
+serve_profile(int c, int head, const struct ps_family *fam, unsigned seconds, const char *name)
 {
-	const struct ps_family *fam = cpu ? &ps_family_cpu : &ps_family_alloc;
+	int cpu = fam->id == PS_FAMILY_CPU;
 	struct ps_family allocs_fam;
 	struct ps_buf out = PS_BUF_INIT(BODY_CAP);
 	int64_t (*prev)[PS_F_NVALUES] = NULL;
@@ -318,8 +317,8 @@ serve_profile(int c, int head, int cpu, unsigned seconds, const char *name)
 		m.duration_nanos = (int64_t)(ps_clock_ns(CLOCK_REALTIME) - x->start_ns);
 		m.time_nanos = (int64_t)x->start_ns;
 	}
-	m.period = cpu ? 1000000000ll / (x->cfg->sample_rate ? x->cfg->sample_rate : 100)
-		       : (int64_t)x->cfg->alloc_sample_bytes;
+	m.period = ps_family_period(fam, x->cfg->sample_rate ? x->cfg->sample_rate : 100,
+				    x->cfg->alloc_sample_bytes);
 	rc = encode_now(fam, (const int64_t(*)[PS_F_NVALUES])prev, n0, &m, &out);
 	free(prev);
 	snprintf(fname, sizeof(fname), "%s%s", name, seconds && !cpu ? "-delta" : "");
@@ -359,8 +358,12 @@ static const char index_html[] =
 	"(inuse_*), and of all past allocations (alloc_*).</li>\n"
 	"<li><a href='allocs'>allocs</a>: A sampling of all past memory allocations "
 	"(the heap profile, shown as alloc_space).</li>\n"
+	"<li><a href='block'>block</a>: Time spent waiting in the C library's blocking "
+	"calls (locks, condition variables, I/O, sleeps), since start.</li>\n"
+	"<li><a href='mutex'>mutex</a>: Time spent waiting for contended pthread mutexes "
+	"and rwlocks, since start.</li>\n"
 	"<li><a href='cmdline'>cmdline</a>: The command line invocation of the current "
-	"program.</li>\n</ul>\n<p>goroutine, mutex, block, threadcreate, delta_mutex and "
+	"program.</li>\n</ul>\n<p>goroutine, threadcreate, delta_mutex and "
 	"delta_block answer valid empty profiles: a native program has no such data.  "
 	"debug=N (text formats) is not served: use go tool pprof.</p>\n</body>\n</html>\n";
 
@@ -436,11 +439,16 @@ ps_serve_route(int c, const struct ps_httpreq *rq)
 	if (!query_ok(c, rq) || (secs = query_seconds(c, rq)) < 0)
 		return;
 	if (!strcmp(name, "profile")) {
-		serve_profile(c, rq->head, 1, secs ? (unsigned)secs : 30, name);
+		serve_profile(c, rq->head, &ps_family_cpu, secs ? (unsigned)secs : 30, name);
 		return;
 	}
 	if (!strcmp(name, "heap") || !strcmp(name, "allocs")) {
-		serve_profile(c, rq->head, 0, (unsigned)secs, name);
+		serve_profile(c, rq->head, &ps_family_alloc, (unsigned)secs, name);
+		return;
+	}
+	if (!strcmp(name, "block") || !strcmp(name, "mutex")) {
+		serve_profile(c, rq->head, *name == 'b' ? &ps_family_block : &ps_family_mutex,
+			      (unsigned)secs, name);
 		return;
 	}
 	if (!strcmp(name, "cmdline")) {

@@ -27,6 +27,7 @@
 #include "shim/alloc.h"
 #include "shim/bench.h"
 #include "shim/stacktab.h"
+#include "shim/wait.h"
 #include "uploader/listen.h"
 #include "uploader/symbols.h"
 
@@ -372,6 +373,7 @@ helper_main(void)
 	sigfillset(&all);
 	(void)syscall(SYS_rt_sigprocmask, SIG_SETMASK, &all, NULL, _NSIG / 8);
 	ps_alloc_off();  /* nothing of the helper's goes in the program's tables */
+	ps_wait_off();
 	ps_log_set_pid(host);
 	ps_symbols_watch(host);
 	(void)setsid();  /* the terminal's signals are for the program */
@@ -580,8 +582,11 @@ request(int req, uint64_t timeout_ns)
 	pid = atomic_load(&c->helper_pid);
 	if (helper && pid > 0 && kill(pid, 0) && errno == ESRCH)
 		return;
+	/* The shim's own wait: never in the program's block profile. */
+	ps_guard_enter();
 	while (sem_clockwait(&c->done, CLOCK_MONOTONIC, &ts) && errno == EINTR)
 		;
+	ps_guard_leave();
 }
 
 void

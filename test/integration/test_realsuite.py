@@ -13,8 +13,13 @@ import unittest
 from common import ShimTest, clean_env, run
 
 PY = "/usr/bin/python3"
+# test_threading and test_socket also wait in every way the block and mutex
+# profiles time (locks, conditions, joins, socket calls, select/poll).
 MODULES = ["test_threading", "test_subprocess", "test_signal", "test_os", "test_fork1",
-           "test_wait4", "test_popen"]
+           "test_wait4", "test_popen", "test_socket"]
+# VSOCK sockets hang in this VM, with or without the shim (no vsock
+# peer): test_socket's VSOCK cases are left out of both runs.
+IGNORE = ["-i", "*VSOCK*"]
 
 
 def summary(r):
@@ -38,13 +43,14 @@ class CPythonSuite(ShimTest):
         alone: CPython's timing tests (test_signal's itimer cases) can fail
         on a loaded machine with or without the shim, and a flake of either
         run is not a difference.  A module that fails twice counts."""
-        r = run([PY, "-m", "test", "-q"] + MODULES, env, timeout=900, cwd=self.tmp)
+        r = run([PY, "-m", "test", "-q"] + IGNORE + MODULES, env, timeout=900, cwd=self.tmp)
         rc, bad, ok = summary(r)
         if rc == 0 and not bad and ok:
             return []
         self.assertTrue(bad, "the suite failed without naming a test: rc %d: %s" %
                         (rc, (r.out + r.err)[-3000:]))
-        return summary(run([PY, "-m", "test", "-q"] + bad, env, timeout=900, cwd=self.tmp))[1]
+        return summary(run([PY, "-m", "test", "-q"] + IGNORE + bad, env, timeout=900,
+                           cwd=self.tmp))[1]
 
     def test_same_results_with_and_without_the_shim(self):
         base = self.failing(clean_env(preload=False))

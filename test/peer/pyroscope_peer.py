@@ -17,8 +17,10 @@ Standard library only.  Binds 127.0.0.1; never outlives --max-seconds.
 A push request is recorded like an /ingest one, with the fields the tests
 compare derived from what the push API carries: app_name and labels from
 the series' labels (service_name, the rest), from_ns/until_ns from the
-pprof's time_nanos and duration_nanos, units "samples" for process_cpu and
-"bytes" for memory.  In rejected.log its path is written with those as an
+pprof's time_nanos and duration_nanos, units "samples" for process_cpu,
+"bytes" for memory and "lock_samples" for block and mutex; `metric` is the
+series' __name__ (for /ingest pprof, the name the server derives from the
+sample types: metric_name).  In rejected.log its path is written with those as an
 /ingest-style query (name, from, until, units), so one log serves both
 APIs; to name an attempt, --cut reads a push body whole before the reset.
 
@@ -59,7 +61,8 @@ APP_CHARS = re.compile(r'^[A-Za-z0-9_./-]+$')
 KEY_CHARS = re.compile(r'^[A-Za-z0-9_.]+$')
 PUSH_PATH = '/push.v1.PusherService/Push'
 PROM_NAME = re.compile(r'^[A-Za-z_][A-Za-z0-9_]*$')    # after '.' -> '_'
-PUSH_UNITS = {'process_cpu': 'samples', 'memory': 'bytes'}
+PUSH_UNITS = {'process_cpu': 'samples', 'memory': 'bytes', 'block': 'lock_samples',
+              'mutex': 'lock_samples'}
 OTHER_FORMATS = ('trie', 'tree', 'lines', 'jfr', 'speedscope')
 
 
@@ -180,8 +183,35 @@ def check_pprof(raw):
             s.decode('utf-8')
     except UnicodeDecodeError:
         raise Reject(422, 'invalid_argument', 'string_table is not UTF-8')
+    types = []
+    for f, w, v in fields:
+        if f == 1 and w == 2:
+            t = dict((tf, tv) for tf, tw, tv in pb_fields(v) if tw == 0).get(1, 0)
+            types.append(strings[t].decode() if t < len(strings) else '')
     return {'gzipped': gz, 'pprof_len': len(data), 'samples': counts.get(2, 0),
-            'strings': len(strings)}
+            'strings': len(strings), 'sample_types': types}
+
+
+def metric_name(types, config):
+    """The __name__ the server gives an /ingest pprof (grafana/pyroscope,
+    pkg/og/convert/pprof/profile.go, metricName): from each sample type, or
+    its display-name in sample_type_config, the first that contains cpu,
+    alloc_/inuse_, mutex_, block_ or goroutines; else the last type."""
+    if 'wall' in types:
+        return 'wall'
+    st = ''
+    for st in types:
+        st = ((config or {}).get(st) or {}).get('display-name') or st
+        if 'cpu' in st:
+            return 'process_cpu'
+        if 'alloc_' in st or 'inuse_' in st or st in ('space', 'objects'):
+            return 'memory'
+        for m in ('mutex', 'block'):
+            if m + '_' in st:
+                return m
+        if 'goroutines' in st:
+            return 'goroutines'
+    return st
 
 
 def check_folded(body):
@@ -543,6 +573,7 @@ class Handler(BaseHTTPRequestHandler):
                                and k not in ('service_name', 'pyroscope_spy')},
                     'series': len(series), 'samples_per_series': [len(x[1]) for x in series],
                     'from_ns': t, 'until_ns': t + d, 'units': PUSH_UNITS.get(ls['__name__']),
+                    'metric': ls['__name__'],
                     'connect_protocol_version': self.headers.get('Connect-Protocol-Version')})
         return rec, '.pb.gz' if rec['gzipped'] else '.pb', samples[0]
 
@@ -592,6 +623,7 @@ class Handler(BaseHTTPRequestHandler):
         ctype = self.headers.get('Content-Type', '')
         if fmt == 'pprof':
             rec.update(check_pprof(body))
+            rec['metric'] = metric_name(rec['sample_types'], None)
             return 'pprof', '.pb.gz' if rec['gzipped'] else '.pb', body
         if fmt in OTHER_FORMATS:
             if not body:
@@ -611,6 +643,7 @@ class Handler(BaseHTTPRequestHandler):
                     raise Reject(422, 'invalid_argument', 'bad sample_type_config')
             prof = fields['profile']
             rec.update(check_pprof(prof))
+            rec['metric'] = metric_name(rec['sample_types'], rec.get('sample_type_config'))
             return 'pprof-multipart', '.pb.gz' if rec['gzipped'] else '.pb', prof
         rec.update(check_folded(body))
         return 'folded', '.folded', body
