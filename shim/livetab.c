@@ -130,6 +130,11 @@ ps_livetab_each(struct ps_livetab *t,
 	uint32_t i, stack, seq;
 	uintptr_t k;
 
+	/* Nothing live (no sampled block, or all freed): the table is not
+	 * read, so its never-touched pages are never faulted in.  An insert
+	 * racing with this pass is seen by the next one. */
+	if (!atomic_load_explicit(&t->live, memory_order_relaxed))
+		return;
 	for (i = 0; i < PS_LIVE_SLOTS; i++) {
 		s = &t->slots[i];
 		k = atomic_load_explicit(&s->key, memory_order_acquire);

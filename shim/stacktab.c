@@ -19,9 +19,9 @@
 int
 ps_stacktab_init(struct ps_stacktab *t, uint64_t budget)
 {
-	uint64_t slot_bytes = budget / 4;
+	uint64_t slot_bytes = budget / 8 * 3;
 	uint32_t n = 1;
-	size_t slots_len;
+	size_t slots_len, used_len;
 	void *p;
 
 	while ((uint64_t)n * 2 * sizeof(struct ps_stack_slot) <= slot_bytes && n < (1u << 24))
@@ -32,13 +32,17 @@ ps_stacktab_init(struct ps_stacktab *t, uint64_t budget)
 	t->nslots = n;
 	slots_len = (PS_NSPECIAL + (size_t)n) * sizeof(struct ps_stack_slot);
 	slots_len = (slots_len + 4095) & ~(size_t)4095;
-	t->npool = (uint32_t)((budget - slots_len) / sizeof(uintptr_t));
-	t->map_len = slots_len + (size_t)t->npool * sizeof(uintptr_t);
+	used_len = ((PS_NSPECIAL + (size_t)n) / PS_ST_GROUP + 1 + 4095) & ~(size_t)4095;
+	if (slots_len + used_len >= budget)
+		return -EINVAL;
+	t->npool = (uint32_t)((budget - slots_len - used_len) / sizeof(uintptr_t));
+	t->map_len = slots_len + used_len + (size_t)t->npool * sizeof(uintptr_t);
 	p = ps_shmem_new(t->map_len);
 	if (!p)
 		return -ENOMEM;
 	t->slots = p;
-	t->pool = (uintptr_t *)((char *)p + slots_len);
+	t->used = (_Atomic uint8_t *)((char *)p + slots_len);
+	t->pool = (uintptr_t *)((char *)p + slots_len + used_len);
 	return 0;
 }
 
@@ -155,6 +159,7 @@ ps_stacktab_add(struct ps_stacktab *t, const uintptr_t *ips, int depth, int trun
 							     memory_order_acquire,
 							     memory_order_relaxed))
 			continue;  /* lost the race: look at the winner's stack */
+		atomic_store_explicit(&t->used[i / PS_ST_GROUP], 1, memory_order_relaxed);
 		if (fill(t, s, ips, depth, truncated, h))
 			break;
 		add_values(s, vals);

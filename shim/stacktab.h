@@ -56,8 +56,16 @@ struct ps_stack_slot {
 	_Atomic uint64_t v[PS_NVALUES];
 };
 
+/* Slots per group of the `used` map (about a page of slots). */
+#define PS_ST_GROUP 32
+
 struct ps_stacktab {
 	struct ps_stack_slot *slots; /* PS_NSPECIAL + nslots entries, mmap'ed */
+	/* One byte per PS_ST_GROUP slots, set (never cleared) by the writer
+	 * that claims a slot of the group: the reader skips the groups still
+	 * 0 without reading their slots, whose pages a read would only make
+	 * the kernel allocate (zero-filled shared memory).  mmap'ed. */
+	_Atomic uint8_t *used;
 	uintptr_t *pool;             /* frame pool, mmap'ed */
 	uint32_t nslots;             /* power of two */
 	uint32_t npool;
@@ -97,6 +105,16 @@ void ps_stacktab_add_special(struct ps_stacktab *t, uint32_t slot, const uint64_
  * else 0.  Context: uploader thread. */
 int ps_stacktab_get(const struct ps_stacktab *t, uint32_t i, const uintptr_t **ips,
 		    int *depth, int *truncated);
+
+/* 0 if no slot of slot i's group was ever claimed, so the reader may skip
+ * the group (i | (PS_ST_GROUP - 1) is its last slot); 1 otherwise.  The
+ * special slots are always read.  Context: uploader thread. */
+static inline int
+ps_stacktab_group_used(const struct ps_stacktab *t, uint32_t i)
+{
+	return i < PS_NSPECIAL ||
+	       atomic_load_explicit(&t->used[i / PS_ST_GROUP], memory_order_relaxed) != 0;
+}
 
 /* 1 if nothing was ever recorded (no stack stored, no special slot used),
  * or t is NULL.  Context: any thread; async-signal-safe. */

@@ -36,6 +36,30 @@ START_TEST(stacktab_dedups_and_counts)
 }
 END_TEST
 
+START_TEST(stacktab_marks_the_groups_that_hold_a_stack)
+{
+	struct ps_stacktab t;
+	uintptr_t a[2] = { 5, 6 };
+	uint32_t sa, i, used = 0;
+
+	ck_assert_int_eq(ps_stacktab_init(&t, 1 << 20), 0);
+	/* The special slots are always read; no other group before a stack. */
+	ck_assert(ps_stacktab_group_used(&t, PS_SLOT_BUSY));
+	for (i = PS_NSPECIAL; i < ps_stacktab_size(&t); i++)
+		used += (uint32_t)ps_stacktab_group_used(&t, i);
+	ck_assert_uint_eq(used, 0);
+	sa = ps_stacktab_add(&t, a, 2, 0, one_cpu);
+	for (i = PS_NSPECIAL; i < ps_stacktab_size(&t); i++)
+		if (ps_stacktab_group_used(&t, i))
+			used++;
+	/* Exactly the stack's group (fewer slots in group 0, whose first are
+	 * the special ones). */
+	ck_assert(ps_stacktab_group_used(&t, sa));
+	ck_assert_uint_le(used, PS_ST_GROUP);
+	ck_assert_uint_ge(used, PS_ST_GROUP - PS_NSPECIAL);
+}
+END_TEST
+
 START_TEST(stacktab_counts_drop_when_full)
 {
 	struct ps_stacktab t;
@@ -241,6 +265,7 @@ main(void)
 
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, stacktab_dedups_and_counts);
+	tcase_add_test(tc, stacktab_marks_the_groups_that_hold_a_stack);
 	tcase_add_test(tc, stacktab_counts_drop_when_full);
 	tcase_add_test(tc, stacktab_frame_pool_exhaustion_is_counted);
 	tcase_add_test(tc, stacktab_concurrent_adds_lose_nothing);

@@ -547,16 +547,21 @@ ps_fold_update(struct ps_fold *f, const struct ps_stacktab *st, struct ps_liveta
 	int rc = 0, k;
 
 	f->dropped = 0;
-	for (i = 0; i < n && i < f->nslots; i++)
-		if (!f->slot_map[i] && map_slot(f, st, i))
+	for (i = 0; i < n && i < f->nslots; i++) {
+		if (!ps_stacktab_group_used(st, i))
+			i |= PS_ST_GROUP - 1;   /* nothing there: the next group */
+		else if (!f->slot_map[i] && map_slot(f, st, i))
 			rc = -ENOMEM;
+	}
 	if (f->unresolved && resolve_lines(f))
 		rc = -ENOMEM;
 	for (i = 0; i < f->n; i++)
 		memset(f->e[i].v, 0, sizeof(f->e[i].v));
 	for (i = 0; i < n && i < f->nslots; i++) {
 		if (!f->slot_map[i]) {
-			if (i >= PS_NSPECIAL && st->slots[i].state == PS_ST_READY)
+			if (!ps_stacktab_group_used(st, i))
+				i |= PS_ST_GROUP - 1;
+			else if (i >= PS_NSPECIAL && st->slots[i].state == PS_ST_READY)
 				f->dropped++;
 			continue;
 		}
