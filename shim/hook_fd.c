@@ -1,5 +1,6 @@
 /* hook_fd.c -- pipe, pipe2 and syscall: libunwind's address validation
- * without a file descriptor.
+ * without a file descriptor; and futex waits made through syscall(), timed
+ * for the block profile (wait.h).
  *
  * libunwind opens a pipe at its first use and keeps it for the life of the
  * process: it validates an address by write(2)-ing one byte from it into
@@ -12,6 +13,7 @@
  * the write would have.  Every other call is the C library's, unchanged.
  */
 #include <errno.h>
+#include <linux/futex.h>
 #include <stdarg.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
@@ -20,6 +22,7 @@
 #include "common/ps.h"
 #include "shim/unwind.h"
 #include "shim/next.h"
+#include "shim/wait.h"
 
 PS_SIGSAFE PS_EXPORT int
 pipe2(int fds[2], int flags)
@@ -58,6 +61,25 @@ validate(const void *addr)
 	return -1;
 }
 
+/* A futex operation that waits (for a value to change, or for a PI lock):
+ * what Rust's std and other lock libraries call through syscall(). */
+PS_SIGSAFE static int
+futex_waits(long number, long op)
+{
+	switch (number == SYS_futex ? op & FUTEX_CMD_MASK : -1) {
+	case FUTEX_WAIT:
+	case FUTEX_WAIT_BITSET:
+	case FUTEX_LOCK_PI:
+#ifdef FUTEX_LOCK_PI2
+	case FUTEX_LOCK_PI2:
+#endif
+	case FUTEX_WAIT_REQUEUE_PI:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
 PS_SIGSAFE PS_EXPORT long
 syscall(long number, ...)
 {
@@ -73,9 +95,9 @@ syscall(long number, ...)
 	if (number == SYS_write && (int)a[0] == -1 && ps_unwind_active())
 		return validate((const void *)a[1]);
 	PS_NEXT(syscall);
-	if (!real_syscall) {
-		errno = ENOSYS;
-		return -1;
-	}
-	return real_syscall(number, a[0], a[1], a[2], a[3], a[4], a[5]);
+	PS_NEXT_MISSING(syscall, -1);
+	if (!futex_waits(number, a[1]))
+		return real_syscall(number, a[0], a[1], a[2], a[3], a[4], a[5]);
+	PS_WAIT_TIMED(PS_WAIT_BLOCK, syscall, long,
+		      real_syscall(number, a[0], a[1], a[2], a[3], a[4], a[5]));
 }

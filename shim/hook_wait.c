@@ -16,9 +16,9 @@
  * the program's.
  *
  * ppoll, pselect, epoll_pwait and epoll_pwait2 are interposed by
- * hook_signal.c (their signal masks) and time themselves the same way.
- * Not seen: raw system calls (syscall(SYS_futex) and other code that
- * enters the kernel itself, as Go's runtime does), and calls the C library
+ * hook_signal.c (their signal masks), and syscall by hook_fd.c (its futex
+ * waits); they time themselves the same way.  Not seen: code that enters
+ * the kernel without the C library (Go's runtime), and calls the C library
  * makes internally (stdio's reads, sleep's own nanosleep).
  */
 #include <errno.h>

@@ -135,6 +135,16 @@ class ProgramUnchanged(ShimTest):
         self.assertIn(b"Bad file descriptor", plain.out)
         self.assertEqual((shim.rc, shim.out, shim.err), (plain.rc, plain.out, plain.err))
 
+    def test_futex_through_syscall(self):
+        # Rust's std locks and other lock libraries wait with
+        # syscall(SYS_futex): timed as a block, with syscall as the leaf.
+        plain, shim = self.both("futex")
+        self.assertEqual((shim.rc, shim.out, shim.err), (plain.rc, plain.out, plain.err))
+        blocks = [f for f in self.files() if f.endswith(".block.pb.gz")]
+        types, samples = pprof_raw(os.path.join(self.out, blocks[0]))
+        delay, _ = delay_by(samples, types, "syscall", "futex_waiter")
+        self.assertAlmostEqual(delay / 1e9, 0.5, delta=0.1)
+
     def test_epoll_event_loop(self):
         plain, shim = self.both("epoll")
         self.assertEqual((shim.rc, shim.err), (0, b""))

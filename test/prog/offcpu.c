@@ -13,6 +13,8 @@
  *                    with a pipe written every 100 ms.
  *   offcpu errno     read() on a closed descriptor, and a lock that
  *                    deadlocks: prints what errno and the return values are.
+ *   offcpu futex     a thread waits 0.5 s on a futex through syscall(), as
+ *                    Rust's std locks do.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -20,7 +22,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
 #include <sys/epoll.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -229,6 +233,36 @@ event_loop(void)
 	return 0;
 }
 
+/* ---- futex ---------------------------------------------------------- */
+
+static _Atomic int futex_word;
+
+static void *
+futex_waiter(void *arg)
+{
+	(void)arg;
+	while (!futex_word)
+		if (syscall(SYS_futex, &futex_word, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0) &&
+		    errno != EAGAIN && errno != EINTR)
+			abort();
+	return NULL;
+}
+
+static int
+futex(void)
+{
+	pthread_t t;
+
+	pthread_create(&t, NULL, futex_waiter, NULL);
+	nap(0.5);
+	futex_word = 1;
+	if (syscall(SYS_futex, &futex_word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0) < 0)
+		return 1;
+	pthread_join(t, NULL);
+	printf("woken\n");
+	return 0;
+}
+
 /* ---- errno ----------------------------------------------------------- */
 
 static int
@@ -266,6 +300,8 @@ main(int argc, char **argv)
 		return event_loop();
 	if (!strcmp(mode, "errno"))
 		return errors();
-	fprintf(stderr, "usage: offcpu known|cancel|epoll|errno\n");
+	if (!strcmp(mode, "futex"))
+		return futex();
+	fprintf(stderr, "usage: offcpu known|cancel|epoll|errno|futex\n");
 	return 2;
 }
