@@ -35,6 +35,14 @@ IDLE = os.path.join(BB, "libidle_thread.so")  # one idle thread, nothing else
 # The floor: malloc/free/calloc/realloc forwarded through dlsym(RTLD_NEXT)
 # pointers with a per-thread byte countdown, nothing else (bench/bare_interposer.c).
 BARE = os.path.join(BB, "libbare_interposer.so")
+# The same for the waiting calls of section 13 (bench/bare_wait_interposer.c),
+# and the prototype of the slot design it is weighed against
+# (bench/slot_wait_interposer.c).
+BARE_WAIT = os.path.join(BB, "libbare_wait_interposer.so")
+SLOT_WAIT = os.path.join(BB, "libslot_wait_interposer.so")
+# Objects whose instructions cg_run counts as "the interposer's own code".
+OWN_OBJECTS = ("libpyroshim", "libbare_interposer", "libbare_wait_interposer",
+               "libslot_wait_interposer")
 # PYROSHIM_BEFORE=/path/to/an/older/libpyroshim.so adds its rows to the
 # generator, start-up and memory sections, measured in the same run.
 BEFORE = os.environ.get("PYROSHIM_BEFORE", "")
@@ -43,7 +51,7 @@ GEN = os.path.join(ROOT, "examples", "generator")
 PEER = os.path.join(ROOT, "test", "peer", "pyroscope_peer.py")
 LIBDIRS = ["/usr/lib/x86_64-linux-gnu", "/usr/lib", "/usr/local/lib"]
 
-# Sizes: "full" is the published run (about 12 minutes here), "smoke" only
+# Sizes: "full" is the published run (about 15 minutes here), "smoke" only
 # proves every path still works (well under a minute).
 SIZES = {
     "full": dict(rounds=5, burn_miters=400, handler_miters=1000, handler_runs=3,
@@ -51,13 +59,19 @@ SIZES = {
                  sites_reps=5, pairs=20000000, pair_rounds=7, mixed=3000000,
                  mixed_rounds=3, gen_n=200000, gen_rounds=9, true_rounds=200,
                  shell_cmds=1000, shell_rounds=3, heap_mib=1024, rss_rounds=3,
-                 cg_pairs=200000, calls=8000000, calls_rounds=7, cg_calls=200000),
+                 cg_pairs=200000, calls=8000000, calls_rounds=7, cg_calls=200000,
+                 wait_mutex=20000000, wait_pipe=500000, wait_rounds=7, wait_pingpong=100000,
+                 cg_wait_mutex=100000, cg_wait_pipe=20000, wait_gen_rounds=9,
+                 slot_sleep=1.0, slot_rounds=5),
     "smoke": dict(rounds=1, burn_miters=10, handler_miters=20, handler_runs=1,
                   split_ms=300, split_ms4=150, split_reps=1, sites_mib=4,
                   sites_reps=1, pairs=200000, pair_rounds=1, mixed=20000,
                   mixed_rounds=1, gen_n=500, gen_rounds=1, true_rounds=5,
                   shell_cmds=20, shell_rounds=1, heap_mib=16, rss_rounds=1,
-                  cg_pairs=2000, calls=20000, calls_rounds=1, cg_calls=5000),
+                  cg_pairs=2000, calls=20000, calls_rounds=1, cg_calls=5000,
+                  wait_mutex=20000, wait_pipe=2000, wait_rounds=1, wait_pingpong=200,
+                  cg_wait_mutex=1000, cg_wait_pipe=500, wait_gen_rounds=1,
+                  slot_sleep=0.05, slot_rounds=1),
 }
 
 
@@ -512,8 +526,8 @@ class Bench:
 
     def cg_run(self, env, argv, toggle):
         """Instructions callgrind counts inside function `toggle` of argv:
-        (all, the interposer's own), the latter being the self cost of
-        libpyroshim.so or libbare_interposer.so code."""
+        (all, the interposer's own), the latter being the self cost of the
+        code of libpyroshim.so or of a bench interposer (OWN_OBJECTS)."""
         d = self.fresh("cg")
         out = os.path.join(d, "cg.out")
         run(["valgrind", "--tool=callgrind", "--toggle-collect=" + toggle,
@@ -540,7 +554,7 @@ class Bench:
                     continue
                 v = int(line.split()[-1])
                 total += v
-                if ob and ("libpyroshim" in ob or "libbare_interposer" in ob):
+                if ob and any(o in ob for o in OWN_OBJECTS):
                     own += v
         return total, own
 
@@ -665,6 +679,26 @@ class Bench:
         self.table(["configuration", "CPU s", "CPU x", "wall s", "wall x"], rows)
         self.data["malloc_heavy"] = rows
 
+    # task-clock from `perf stat` counts the program and everything it
+    # starts, the shim's helper process included (wait4 would miss it:
+    # the helper is not the program's child).
+    def task_clock_usable(self):
+        return bool(shutil.which("perf")) and subprocess.run(
+            ["perf", "stat", "-x,", "-e", "task-clock", "--", "true"],
+            capture_output=True).returncode == 0
+
+    def run_task_clock(self, argv, env, perf):
+        """run(argv, env), its .cpu the task-clock of `perf stat` if perf
+        is usable, else the wait4 rusage."""
+        if not perf:
+            return run(argv, env)
+        res = run(["perf", "stat", "-x,", "-e", "task-clock", "--"] + argv, env)
+        m = re.search(r"^([0-9.]+),msec,task-clock", res.err, re.M)
+        if not m:
+            raise RuntimeError("perf stat printed no task-clock: " + res.err[-500:])
+        res.cpu = float(m.group(1)) / 1000
+        return res
+
     def generator(self):
         n = self.s["gen_n"]
         self.emit("## 4d. Generator demo: `examples/generator %d out.json --seed 1`" % n)
@@ -673,26 +707,14 @@ class Bench:
                    "shim (default), source lines off"]
         if BEFORE:
             configs.append("before (default)")
-        # task-clock from `perf stat` counts the program and everything it
-        # starts, the shim's helper process included (wait4 would miss it:
-        # the helper is not the program's child).
-        perf = shutil.which("perf") and subprocess.run(
-            ["perf", "stat", "-x,", "-e", "task-clock", "--", "true"],
-            capture_output=True).returncode == 0
+        perf = self.task_clock_usable()
 
         def make(c, r):
             d = self.fresh("gen")
             env = base_env({"LD_PRELOAD": BEFORE, "PYROSCOPE_OUTPUT_DIR": d}) \
                 if c == "before (default)" else self.alloc_envs(d)[c]
-            argv = [GEN, str(n), os.path.join(d, "out.json"), "--seed", "1"]
-            if not perf:
-                return run(argv, env)
-            res = run(["perf", "stat", "-x,", "-e", "task-clock", "--"] + argv, env)
-            m = re.search(r"^([0-9.]+),msec,task-clock", res.err, re.M)
-            if not m:
-                raise RuntimeError("perf stat printed no task-clock: " + res.err[-500:])
-            res.cpu = float(m.group(1)) / 1000
-            return res
+            return self.run_task_clock([GEN, str(n), os.path.join(d, "out.json"), "--seed", "1"],
+                                       env, perf)
         res = interleave(configs, self.s["gen_rounds"], make)
         rows = cpu_rows(res, configs)
         rows.append(["bare interposer -> shim (default)", "",
@@ -1124,9 +1146,226 @@ def _go_handler(self):
 
 Bench.go_handler = _go_handler
 
+# 13. Off-CPU time: the block and mutex profiles' cost (issue 23) ---------------
+# bench/wait_loop.c: a process with an idle thread from its start, running
+# `mutex N` (free mutex lock/unlock pairs), `read N` (write(2) by raw system
+# call, then one-byte read(): a read that never blocks, alone interposed),
+# `pipe N` (write() then read(), both interposed) or `pingpong N` (two
+# threads bouncing a byte: every read blocks a few us).
+WAIT_LOOP = os.path.join(BB, "wait_loop")
+WAIT_CONFIGS = ["none", "bare interposer", "slot prototype", "shim, waits off", "shim (default)"]
+WAITS_OFF = {"PYROSCOPE_PROFILING_BLOCK_ENABLED": "false",
+             "PYROSCOPE_PROFILING_MUTEX_ENABLED": "false"}
+
+
+def _wait_envs(self, d):
+    return {"none": base_env(),
+            "bare interposer": base_env({"LD_PRELOAD": BARE_WAIT}),
+            "slot prototype": base_env({"LD_PRELOAD": SLOT_WAIT}),
+            "shim, waits off": self.shim_env(d, extra=WAITS_OFF),
+            "shim (default)": self.shim_env(d)}
+
+
+def _per_round(res, a, b, f):
+    """Median (min-max) over rounds of f(a's result, b's result)."""
+    return [f(x, y) for x, y in zip(res[a], res[b])]
+
+
+def _wait_cost(self):
+    self.emit("## 13. Off-CPU time: block and mutex profiles (issue 23)")
+    self.emit()
+    self.wait_callgrind()
+    self.wait_time()
+    self.wait_slot_helper()
+    self.wait_pingpong()
+    self.wait_generator()
+
+
+def _wait_callgrind(self):
+    # Iterations main runs for a loop length n: the warm-up n/10+1, then n.
+    def iters(n):
+        return n + n // 10 + 1
+    loops = [("mutex", "mutex", self.s["cg_wait_mutex"]),
+             ("read", "read", self.s["cg_wait_pipe"]),
+             ("write+read", "pipe", self.s["cg_wait_pipe"])]
+    self.emit("### 13a. callgrind: instructions per iteration inside `main` "
+              "(`--toggle-collect=main`), slope between `wait_loop LOOP N` and `2N` "
+              "(N = %d for mutex, %d for the pipe loops)"
+              % (self.s["cg_wait_mutex"], self.s["cg_wait_pipe"]))
+    self.emit()
+    if self.tools["valgrind"]:
+        self.emit("not measured: " + self.tools["valgrind"])
+        self.emit()
+        return
+    # Under valgrind every call takes some 50 times longer, so at the
+    # default rate (1ms) far more short waits are kept than natively.  Two
+    # more rows split the shim's count: its fast path alone (rate 10s: the
+    # countdown is next to never due) and every wait kept (rate 1us).
+    rates = {"shim (default), rate 10s: fast path": "10s",
+             "shim (default), rate 1us: every wait kept": "1us"}
+    configs = WAIT_CONFIGS + list(rates)
+    if self.smoke:  # every code path once, in a few seconds
+        configs, loops = ["bare interposer", "shim (default)"], loops[:2]
+    per = {}
+    for c in configs:
+        env = self.wait_envs(self.fresh("cgenv"))["shim (default)" if c in rates else c]
+        if c in rates:
+            env["PYROSCOPE_BLOCK_RATE"] = rates[c]
+        if c.startswith("shim"):
+            env["PYROSCOPE_PROFILING_CPU_ENABLED"] = "false"
+        for name, mode, n in loops:
+            a = self.cg_run(env, [WAIT_LOOP, mode, str(n)], "main")
+            b = self.cg_run(env, [WAIT_LOOP, mode, str(2 * n)], "main")
+            k = iters(2 * n) - iters(n)
+            per[c, name] = ((b[0] - a[0]) / k, (b[1] - a[1]) / k)
+    rows = []
+    for c in configs:
+        row = [c]
+        for name, _, _ in loops:
+            ir, own = per[c, name]
+            over = "" if c == "bare interposer" or ("bare interposer", name) not in per else \
+                " (%+.1f)" % (ir - per["bare interposer", name][0])
+            row.append("%.1f%s / %.1f" % (ir, over, own))
+        rows.append(row)
+    self.table(["configuration (CPU profiling off)"] +
+               ["%s: all (over bare) / own code" % name for name, _, _ in loops], rows)
+    self.data["wait_callgrind"] = {"%s | %s" % k: v for k, v in per.items()}
+    for c in ("shim (default)", "shim (default), rate 10s: fast path"):
+        if (c, "mutex") in per and ("bare interposer", "mutex") in per:
+            m = per[c, "mutex"][0] - per["bare interposer", "mutex"][0]
+            r = per[c, "read"][0] - per["bare interposer", "read"][0]
+            self.emit("Targets, %s: mutex lock/unlock pair %+.1f instructions over the bare "
+                      "interposer (target <= 6: %s); one-byte read %+.1f (target <= 60: %s)."
+                      % (c, m, "met" if m <= 6 else "MISSED", r, "met" if r <= 60 else "MISSED"))
+            self.emit()
+
+
+def _wait_time(self):
+    loops = [("mutex", self.s["wait_mutex"]), ("read", self.s["wait_pipe"]),
+             ("pipe", self.s["wait_pipe"])]
+    self.emit("### 13b. Time: `wait_loop mutex %d`, `wait_loop read %d`, `wait_loop pipe %d`, "
+              "%d interleaved rounds; ns per iteration from the thread's CPU clock "
+              "(system time included)"
+              % (loops[0][1], loops[1][1], loops[2][1], self.s["wait_rounds"]))
+    self.emit()
+    names = ["%s | %s" % (c, m) for m, _ in loops for c in WAIT_CONFIGS]
+
+    def make(name, r):
+        c, m = name.split(" | ")
+        res = run([WAIT_LOOP, m, str(dict(loops)[m])], self.wait_envs(self.fresh("wl"))[c])
+        res.ns = float(res.out.split()[1])
+        return res
+    res = interleave(names, self.s["wait_rounds"], make)
+    rows = []
+    for m, _ in loops:
+        base, bare = "none | " + m, "bare interposer | " + m
+        for c in WAIT_CONFIGS:
+            k = "%s | %s" % (c, m)
+            rows.append([m, c, span([x.ns for x in res[k]], "%.2f"),
+                         "-" if c == "none" else
+                         span(_per_round(res, k, base, lambda a, b: a.ns - b.ns), "%+.2f"),
+                         "-" if c == "none" else
+                         span(_per_round(res, k, base, lambda a, b: a.ns / b.ns), "%.3f"),
+                         "-" if c in ("none", "bare interposer") else
+                         span(_per_round(res, k, bare, lambda a, b: a.ns / b.ns), "%.3f")])
+    self.table(["loop", "configuration", "ns per iteration", "added ns (per round)",
+                "ratio to none (per round)", "ratio to bare (per round)"], rows)
+    self.data["wait_time"] = rows
+
+
+def _wait_pingpong(self):
+    n = self.s["wait_pingpong"]
+    # On one CPU: both threads then take turns, every read blocks, and a
+    # round trip is two context switches.  On two CPUs a round trip is
+    # either that or two cross-CPU wake-ups (8x slower on this VM), at
+    # random, which no round-to-round ratio survives.
+    pin = ["taskset", "-c", "0"] if shutil.which("taskset") else []
+    self.emit("### 13d. On by default? Syscall-heavy loop: `%swait_loop pingpong %d` (two threads bounce a byte "
+              "over two pipes; every read blocks), %d interleaved rounds"
+              % ("taskset -c 0 " if pin else "", n, self.s["wait_rounds"]))
+    self.emit()
+
+    def make(c, r):
+        res = run(pin + [WAIT_LOOP, "pingpong", str(n)], self.wait_envs(self.fresh("pp"))[c])
+        res.ns = float(res.out.split()[1])
+        return res
+    res = interleave(WAIT_CONFIGS, self.s["wait_rounds"], make)
+    rows = []
+    off = "shim, waits off"
+    for c in WAIT_CONFIGS:
+        rows.append([c, span([x.ns / 1000 for x in res[c]], "%.2f"),
+                     span([x.cpu for x in res[c]], "%.3f"),
+                     "-" if c == "none" else span(_per_round(res, c, "none", lambda a, b: a.cpu / b.cpu), "%.3f"),
+                     "-" if c != "shim (default)" else
+                     span(_per_round(res, c, off, lambda a, b: a.cpu / b.cpu), "%.3f"),
+                     "-" if c != "shim (default)" else
+                     span(_per_round(res, c, off, lambda a, b: a.ns / b.ns), "%.3f")])
+    self.table(["configuration", "us per round trip (wall)", "CPU s (wait4)", "CPU ratio to none",
+                "CPU ratio to waits off", "wall ratio to waits off"], rows)
+    self.data["wait_pingpong"] = rows
+
+
+def _wait_slot_helper(self):
+    secs = self.s["slot_sleep"]
+    self.emit("### 13c. The slot design's helper: CPU of `sleep %g` under the slot prototype, "
+              "by tick rate (SLOT_TICK_HZ), %d interleaved rounds" % (secs, self.s["slot_rounds"]))
+    self.emit()
+    # Against 1 Hz, so that the helper thread's creation cancels.
+    configs = ["none", "0", "1", "100", "1000", "10000"]
+
+    def make(c, r):
+        env = base_env() if c == "none" else base_env({"LD_PRELOAD": SLOT_WAIT, "SLOT_TICK_HZ": c})
+        return run(["sleep", "%g" % secs], env)
+    res = interleave(configs, self.s["slot_rounds"], make)
+    rows = []
+    for c in configs:
+        cpu = [x.cpu * 1e3 for x in res[c]]
+        added = _per_round(res, c, "1", lambda a, b: (a.cpu - b.cpu) * 1e3) \
+            if c not in ("none", "0", "1") else None
+        rows.append(["none (no preload)" if c == "none" else "slot prototype, %s Hz" % c,
+                     span(cpu, "%.2f"), span(added, "%+.2f") if added else "-",
+                     "%.2f" % (1e3 * med(added) / ((int(c) - 1) * secs)) if added else "-"])
+    self.table(["configuration", "CPU ms", "added ms against 1 Hz (per round)",
+                "us per tick (median)"], rows)
+    self.data["wait_slot_helper"] = rows
+
+
+def _wait_generator(self):
+    n = self.s["gen_n"]
+    self.emit("### 13d. On by default? `examples/generator %d out.json --seed 1`, "
+              "%d interleaved rounds" % (n, self.s["wait_gen_rounds"]))
+    self.emit()
+    configs = ["none", "shim, waits off", "shim (default)"]
+    perf = self.task_clock_usable()
+
+    def make(c, r):
+        d = self.fresh("gen")
+        return self.run_task_clock([GEN, str(n), os.path.join(d, "out.json"), "--seed", "1"],
+                                   self.wait_envs(d)[c], perf)
+    res = interleave(configs, self.s["wait_gen_rounds"], make)
+    rows = cpu_rows(res, configs)
+    rows.append(["shim, waits off -> shim (default)", "",
+                 span([100 * (a.cpu / b.cpu - 1) for a, b in
+                       zip(res["shim (default)"], res["shim, waits off"])], "%+.2f"),
+                 "%+.2f" % (100 * (min(x.cpu for x in res["shim (default)"]) /
+                                   min(x.cpu for x in res["shim, waits off"]) - 1))])
+    self.table(["configuration", ("task-clock s (program + helper)" if perf else
+                                  "CPU s (wait4; perf stat unusable)"),
+                "slowdown %, per round", "slowdown %, min vs min"], rows)
+    self.data["wait_generator"] = rows
+
+
+Bench.wait_envs = _wait_envs
+Bench.wait_cost = _wait_cost
+Bench.wait_callgrind = _wait_callgrind
+Bench.wait_time = _wait_time
+Bench.wait_pingpong = _wait_pingpong
+Bench.wait_slot_helper = _wait_slot_helper
+Bench.wait_generator = _wait_generator
+
 SECTIONS = ["cpu_overhead", "handler_cost", "cpu_accuracy", "alloc_accuracy",
             "alloc_fast_path", "malloc_heavy", "generator", "startup", "memory", "upload", "go",
-            "go_handler", "source_lines"]
+            "go_handler", "source_lines", "wait_cost"]
 
 
 def main():

@@ -20,6 +20,9 @@ for src in bench/*.c; do
 	idle_thread) out=build/bench/libidle_thread.so f="$flags -shared -fPIC" ;;
 	# The floor the shim is compared with: built as the shim is built.
 	bare_interposer) out=build/bench/libbare_interposer.so f="$so_flags" ;;
+	# Section 13's floor for the waiting calls, and the slot prototype.
+	bare_wait_interposer | slot_wait_interposer)
+		out=build/bench/lib$name.so f="$so_flags -pthread" ;;
 	*) out=build/bench/$name f=$flags ;;
 	esac
 	if [ ! -e "$out" ] || [ "$src" -nt "$out" ]; then

@@ -1,7 +1,7 @@
 #!/bin/sh
 # run.sh -- run pyroshim's benchmarks against the anchors (BENCHMARKS.md).
 #
-#   sh bench/run.sh           full run (about 12 minutes on the 2-core VM);
+#   sh bench/run.sh           full run (about 15 minutes on the 2-core VM);
 #                             installs the anchor tools with apt-get first
 #   sh bench/run.sh --smoke   tiny sizes, every path once, < 60 s; installs
 #                             nothing (it runs inside make check): a missing
