@@ -26,13 +26,14 @@ HEX16 = re.compile(r"^[0-9a-f]{16}$")
 OPTIONS = ["-s", "--server", "-n", "--app-name", "-t", "--tag", "-r", "--sample-rate",
            "--no-cpu", "--no-alloc", "--alloc-sample-bytes", "-o", "--output", "-i",
            "--upload-interval", "--trace", "-v", "--verbose", "-q", "--help", "--version",
-           "--pprof-address"]
+           "--pprof-address", "--no-block", "--no-mutex", "--block-rate"]
 VARIABLES = ["PYROSCOPE_SERVER_ADDRESS", "PYROSCOPE_APPLICATION_NAME", "PYROSCOPE_TAGS",
              "PYROSCOPE_SAMPLE_RATE", "PYROSCOPE_PROFILING_CPU_ENABLED",
              "PYROSCOPE_PROFILING_ALLOC_ENABLED", "PYROSCOPE_ALLOC_SAMPLE_BYTES",
              "PYROSCOPE_OUTPUT_DIR", "PYROSCOPE_UPLOAD_INTERVAL", "PYROSCOPE_TRACE_CORRELATION",
              "PYROSCOPE_LOG_LEVEL", "TRACEPARENT", "TRACESTATE", "LD_PRELOAD",
-             "PYROSCOPE_PPROF_ADDRESS"]
+             "PYROSCOPE_PPROF_ADDRESS", "PYROSCOPE_PROFILING_BLOCK_ENABLED",
+             "PYROSCOPE_PROFILING_MUTEX_ENABLED", "PYROSCOPE_BLOCK_RATE"]
 SHOW_TRACE = "echo $TRACEPARENT; echo $TRACESTATE; echo $PYROSCOPE_TAGS; echo $PYROSCOPE_TRACE_CORRELATION"
 
 
@@ -349,6 +350,26 @@ class Pyrorun(ShimTest):
         self.assertAlmostEqual(rows[0][1], 100 * max(leaf.values()) / sum(leaf.values()),
                                delta=0.06)
 
+    def test_summary_shows_top_waits_with_their_caller(self):
+        r = self.pr(["-o", self.out, "--no-cpu", "--no-alloc", "--",
+                     os.path.join(PROG, "offcpu"), "known"])
+        self.assertEqual(r.rc, 0, r.err)
+        rows = self.summary_rows(r.err, "pyrorun: top waits")
+        # The folded files' own numbers: each waiting call with its caller.
+        want = {}
+        for f in os.listdir(self.out):
+            if f.endswith(".block_duration.folded"):
+                for stack, v in read_folded(os.path.join(self.out, f)).items():
+                    fr = stack.split(";")
+                    key = "%s in %s" % (fr[-1], fr[-2])
+                    want[key] = want.get(key, 0) + v
+        best = max(want, key=want.get)
+        self.assertEqual(rows[0][2], best)
+        self.assertEqual(rows[0][0], "%.1f ms" % (want[best] / 1e6))
+        names = [n for _, _, n in rows]
+        self.assertIn("read in wait_pipe_reader", names)
+        self.assertIn("pthread_cond_wait in wait_cond_waiter", names)
+
     def test_summary_says_when_nothing_was_written(self):
         r = self.pr(["-o", self.out, "--", "sh", "-c", "exit 0"],
                     {"PYROSCOPE_ENABLED": "false"})
@@ -359,6 +380,7 @@ class Pyrorun(ShimTest):
     def test_quiet_prints_nothing_and_options_reach_the_command(self):
         r = self.pr(["-q", "-n", "app", "-t", "a=1", "--tag=b=2", "-r", "250", "--no-cpu",
                      "--no-alloc", "--alloc-sample-bytes=4096", "-o", "rel", "-i", "2s",
+                     "--no-block", "--no-mutex", "--block-rate=250us",
                      "-vv", "--", "env"], {"PYROSCOPE_ENABLED": "false",
                                             "PYROSCOPE_LABELS": "z=0"}, cwd=self.tmp)
         self.assertEqual((r.rc, r.err), (0, b""))
@@ -368,7 +390,9 @@ class Pyrorun(ShimTest):
                 "PYROSCOPE_PROFILING_ALLOC_ENABLED": "false",
                 "PYROSCOPE_ALLOC_SAMPLE_BYTES": "4096",
                 "PYROSCOPE_OUTPUT_DIR": os.path.join(os.path.realpath(self.tmp), "rel"),
-                "PYROSCOPE_UPLOAD_INTERVAL": "2s", "PYROSCOPE_LOG_LEVEL": "debug"}
+                "PYROSCOPE_UPLOAD_INTERVAL": "2s", "PYROSCOPE_LOG_LEVEL": "debug",
+                "PYROSCOPE_PROFILING_BLOCK_ENABLED": "false",
+                "PYROSCOPE_PROFILING_MUTEX_ENABLED": "false", "PYROSCOPE_BLOCK_RATE": "250us"}
         self.assertEqual({k: env.get(k) for k in want}, want)
         self.assertNotIn("PYROSCOPE_TRACE_CORRELATION", env)
         r = self.pr(["-q", "-v", "-s", "http://h:4040", "--", "env"],
