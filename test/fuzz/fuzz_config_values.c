@@ -44,13 +44,13 @@ ref_scaled(const char *s, const char *const *units, const uint64_t *mul,
 static void
 check_duration(const char *s)
 {
-	static const char *const u[] = { "", "ms", "s", "m", "h" };
-	static const uint64_t m[] = { 1000000000ull, 1000000ull, 1000000000ull,
+	static const char *const u[] = { "", "ns", "us", "ms", "s", "m", "h" };
+	static const uint64_t m[] = { 1000000000ull, 1ull, 1000ull, 1000000ull, 1000000000ull,
 				      60000000000ull, 3600000000000ull };
 	uint64_t got = SENTINEL, want = SENTINEL;
 	int rc = ps_parse_duration(s, &got);
 
-	FUZZ_ASSERT(rc == ref_scaled(s, u, m, 5, 0, &want));
+	FUZZ_ASSERT(rc == ref_scaled(s, u, m, PS_ARRAY_LEN(u), 0, &want));
 	FUZZ_ASSERT(got == want);
 	FUZZ_ASSERT(rc || got > 0);
 }
