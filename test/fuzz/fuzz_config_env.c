@@ -43,6 +43,9 @@ check_ranges(const struct ps_config *c)
 	FUZZ_ASSERT(c->enabled == 0 || c->enabled == 1);
 	FUZZ_ASSERT(c->cpu_enabled == 0 || c->cpu_enabled == 1);
 	FUZZ_ASSERT(c->alloc_enabled == 0 || c->alloc_enabled == 1);
+	FUZZ_ASSERT(c->block_enabled == 0 || c->block_enabled == 1);
+	FUZZ_ASSERT(c->mutex_enabled == 0 || c->mutex_enabled == 1);
+	FUZZ_ASSERT(c->block_rate_ns >= 1000 && c->block_rate_ns <= 10000000000ull);
 	FUZZ_ASSERT(c->sample_rate >= 1 && c->sample_rate <= 1000);
 	FUZZ_ASSERT(c->alloc_sample_bytes <= (1ull << 40));
 	FUZZ_ASSERT(c->stack_memory >= (256u << 10) && c->stack_memory <= (1ull << 30));
@@ -80,6 +83,11 @@ check_stored(const struct ps_config *c)
 		FUZZ_ASSERT(c->upload_interval_ns == v);
 	else
 		FUZZ_ASSERT(c->upload_interval_ns == 10000000000ull);
+	s = fake_getenv("PYROSCOPE_BLOCK_RATE");
+	if (s && *s && ps_parse_duration(s, &v) == 0 && v >= 1000 && v <= 10000000000ull)
+		FUZZ_ASSERT(c->block_rate_ns == v);
+	else
+		FUZZ_ASSERT(c->block_rate_ns == 1000000);
 	s = fake_getenv("PYROSCOPE_ALLOC_SAMPLE_BYTES");
 	if (s && *s && ps_parse_size(s, &v) == 0 && v <= (1ull << 40))
 		FUZZ_ASSERT(c->alloc_sample_bytes == v);
