@@ -62,7 +62,10 @@ SIZES = {
                  cg_pairs=200000, calls=8000000, calls_rounds=7, cg_calls=200000,
                  wait_mutex=20000000, wait_pipe=500000, wait_rounds=7, wait_pingpong=100000,
                  cg_wait_mutex=100000, cg_wait_pipe=20000, wait_gen_rounds=9,
-                 slot_sleep=1.0, slot_rounds=5),
+                 slot_sleep=1.0, slot_rounds=5,
+                 tree_rounds=5, tree_loop=300, tree_true_runs=100, tree_true_rounds=7,
+                 tree_gen_n=50000, tree_gen_rounds=9, tree_files=40, tree_funcs=12,
+                 tree_make_rounds=5, tree_short=(200, 20), tree_short_rounds=3),
     "smoke": dict(rounds=1, burn_miters=10, handler_miters=20, handler_runs=1,
                   split_ms=300, split_ms4=150, split_reps=1, sites_mib=4,
                   sites_reps=1, pairs=200000, pair_rounds=1, mixed=20000,
@@ -71,7 +74,10 @@ SIZES = {
                   cg_pairs=2000, calls=20000, calls_rounds=1, cg_calls=5000,
                   wait_mutex=20000, wait_pipe=2000, wait_rounds=1, wait_pingpong=200,
                   cg_wait_mutex=1000, cg_wait_pipe=500, wait_gen_rounds=1,
-                  slot_sleep=0.05, slot_rounds=1),
+                  slot_sleep=0.05, slot_rounds=1,
+                  tree_rounds=1, tree_loop=10, tree_true_runs=5, tree_true_rounds=1,
+                  tree_gen_n=500, tree_gen_rounds=1, tree_files=4, tree_funcs=4,
+                  tree_make_rounds=1, tree_short=(5, 2), tree_short_rounds=1),
 }
 
 
@@ -687,12 +693,12 @@ class Bench:
             ["perf", "stat", "-x,", "-e", "task-clock", "--", "true"],
             capture_output=True).returncode == 0
 
-    def run_task_clock(self, argv, env, perf):
+    def run_task_clock(self, argv, env, perf, cwd=None):
         """run(argv, env), its .cpu the task-clock of `perf stat` if perf
         is usable, else the wait4 rusage."""
         if not perf:
-            return run(argv, env)
-        res = run(["perf", "stat", "-x,", "-e", "task-clock", "--"] + argv, env)
+            return run(argv, env, cwd=cwd)
+        res = run(["perf", "stat", "-x,", "-e", "task-clock", "--"] + argv, env, cwd=cwd)
         m = re.search(r"^([0-9.]+),msec,task-clock", res.err, re.M)
         if not m:
             raise RuntimeError("perf stat printed no task-clock: " + res.err[-500:])
@@ -1363,9 +1369,238 @@ Bench.wait_pingpong = _wait_pingpong
 Bench.wait_slot_helper = _wait_slot_helper
 Bench.wait_generator = _wait_generator
 
+# ---- 14. process trees (issue 22) -------------------------------------------
+
+# bench/tree_wait.c: runs a command N times as a child subreaper and waits
+# for every orphan of each run (the shim's helpers) before the next;
+# bench/burn_ms.c: a process that burns MS ms of its own CPU.
+TREE_WAIT = os.path.join(BB, "tree_wait")
+BURN_MS = os.path.join(BB, "burn_ms")
+TREE_DWARF0 = "shim, PYROSCOPE_DWARF_MEMORY=0"
+TREE_CONFIGS = ["none", "shim (default)", TREE_DWARF0, "bare interposer"]
+
+
+def _tree_vars(c, d):
+    """The VAR=VALUE pairs tree_wait sets in the measured command only."""
+    if c == "none":
+        return []
+    if c == "bare interposer":
+        return ["LD_PRELOAD=" + BARE]
+    # The shim's defaults: nothing but the output directory (fresh per run).
+    return ["LD_PRELOAD=" + SHIM, "PYROSCOPE_OUTPUT_DIR=" + d] + \
+        (["PYROSCOPE_DWARF_MEMORY=0"] if c == TREE_DWARF0 else [])
+
+
+def _folded_ns(d):
+    """{app: [CPU ns of each process's cpu.folded file]} in d."""
+    apps = {}
+    for f in ids_in(d, ".cpu.folded"):
+        ns = 0
+        for line in open(os.path.join(d, f)):
+            if line.strip():
+                ns += int(line.rsplit(" ", 1)[1])
+        apps.setdefault(f.rsplit(".", 3)[0], []).append(ns)
+    return apps
+
+
+def _tree_run(self, c, argv, n=1, cwd=None):
+    """tree_wait N runs of argv(d) in configuration c, d a fresh directory
+    (the shim's output and the command's own files; removed after).  The
+    Result's figures are per run: .wall (fork to the command's end), .cpu
+    (the whole tree with the helpers: task-clock of `perf stat` around
+    tree_wait if perf is usable, else wait4's program + orphans), .prog_cpu
+    (wait4 of the command: every process it waited for, no helper),
+    .helper_cpu (wait4 of the orphans: the helpers to their end), .helpers
+    (orphans per run), .folded (_folded_ns of the output)."""
+    d = tempfile.mkdtemp(prefix="tree-", dir=self.tmp)
+    try:
+        res = self.run_task_clock([TREE_WAIT, str(n)] + _tree_vars(c, d) + ["--"] + argv(d),
+                                  base_env(), self.tree_perf, cwd=cwd)
+        m = re.search(r"^tree_wait: runs \d+ prog_wall_ns (\d+) tree_wall_ns (\d+) prog_cpu_ns (\d+) "
+                      r"orphan_cpu_ns (\d+) orphans (\d+)$", res.err, re.M)
+        if not m:
+            raise RuntimeError("tree_wait printed no figures: " + res.err[-500:])
+        wall, tree_wall, prog, orphan, k = (int(x) for x in m.groups())
+        res.wall, res.tree_wall = wall / 1e9 / n, tree_wall / 1e9 / n
+        res.prog_cpu, res.helper_cpu, res.helpers = prog / 1e9 / n, orphan / 1e9 / n, k / n
+        res.cpu = res.cpu / n if self.tree_perf else res.prog_cpu + res.helper_cpu
+        res.folded = _folded_ns(d)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    return res
+
+
+def _tree_project(self):
+    """A small C project of its own (tree_files sources of tree_funcs
+    functions each, a header, a Makefile linking them): a clean `make -j2`
+    of it is the build-farm row.  Self-contained, so that the row does not
+    move with this repository's sources."""
+    d = os.path.join(self.tmp, "project")
+    if os.path.isdir(d):
+        return d
+    os.makedirs(d)
+    nf, nfun = self.s["tree_files"], self.s["tree_funcs"]
+    with open(os.path.join(d, "gen.h"), "w") as h:
+        h.write("#include <stddef.h>\n#include <string.h>\n"
+                "struct rec { int k; double v; char name[24]; };\n")
+        h.write("".join("long file%d(int n);\n" % i for i in range(nf)))
+    for i in range(nf):
+        with open(os.path.join(d, "f%02d.c" % i), "w") as f:
+            f.write('#include "gen.h"\n')
+            for j in range(nfun):
+                f.write("static long f%d_%d(struct rec *r, int n)\n{\n\tlong s = %d;\n"
+                        "\tfor (int i = 0; i < n; i++) {\n\t\tswitch ((i + r[i %% 8].k) %% 7) {\n" % (i, j, j))
+                f.write("".join("\t\tcase %d: s += (long)(r[i %% 8].v * %d) ^ i; r[(i + %d) %% 8].k += s & 3; break;\n"
+                                % (c, c + j, c) for c in range(6)))
+                f.write("\t\tdefault: s -= (long)strlen(r[i %% 8].name) + %d;\n\t\t}\n\t}\n" % j)
+                f.write("\treturn s%s;\n}\n" % ((" + f%d_%d(r, n / 2)" % (i, j - 1)) if j else ""))
+            f.write("long file%d(int n)\n{\n\tstruct rec r[8] = {{0}};\n\tlong s = 0;\n" % i)
+            f.write("".join("\ts += f%d_%d(r, n);\n" % (i, j) for j in range(nfun)))
+            f.write("\treturn s;\n}\n")
+    with open(os.path.join(d, "main.c"), "w") as f:
+        f.write('#include <stdio.h>\n#include "gen.h"\nint main(void)\n{\n\tlong s = 0;\n')
+        f.write("".join("\ts += file%d(10);\n" % i for i in range(nf)))
+        f.write('\tprintf("%ld\\n", s);\n\treturn 0;\n}\n')
+    with open(os.path.join(d, "Makefile"), "w") as f:
+        f.write("CFLAGS = -O2 -g -Wall\nOBJS = main.o %s\n"
+                "prog: $(OBJS)\n\t$(CC) $(CFLAGS) -o $@ $(OBJS)\n"
+                "%%.o: %%.c gen.h\n\t$(CC) $(CFLAGS) -c -o $@ $<\n"
+                % " ".join("f%02d.o" % i for i in range(nf)))
+    return d
+
+
+def _tree_rows(self, res, label, rows):
+    """One table row per configuration: wall and tree CPU, each with the
+    median of its per-round ratio to "none"; the helpers' CPU."""
+    for c in TREE_CONFIGS:
+        ratio = (lambda f: "-" if c == "none" else
+                 span(_per_round(res, c, "none", lambda a, b: f(a) / f(b)), "x%.2f"))
+        rows.append([label if c == "none" else "", c, span([x.wall for x in res[c]]),
+                     ratio(lambda x: x.wall), span([x.cpu for x in res[c]]), ratio(lambda x: x.cpu),
+                     span([x.prog_cpu for x in res[c]]),
+                     "-" if c in ("none", "bare interposer") else
+                     "%.3f (%.0f per run)" % (med([x.helper_cpu for x in res[c]]),
+                                              med([x.helpers for x in res[c]]))])
+
+
+def _process_trees(self):
+    self.tree_perf = self.task_clock_usable()
+    cpu = ("task-clock of `perf stat` around tree_wait: every process, helpers to their end"
+           if self.tree_perf else "wait4 rusage: the command + its orphans (perf stat unusable)")
+    self.emit("## 14. Process trees (issue 22)")
+    self.emit()
+    self.emit("Every run under `build/bench/tree_wait` (a child subreaper that waits for the "
+              "shim's helpers before the next run); wall = the command's own (fork to its end); "
+              "CPU = %s; ratios are medians of per-round ratios to `none`; each run writes to a "
+              "fresh directory." % cpu)
+    self.emit()
+    rows = []
+    k, rounds = self.s["tree_loop"], self.s["tree_rounds"]
+    for label, script in (("bash loop, %d x `/bin/true`" % k,
+                           "for ((i = 0; i < %d; i++)); do /bin/true; done" % k),
+                          ("bash loop, %d x `echo x | sed s/x/y/`" % k,
+                           "for ((i = 0; i < %d; i++)); do echo x | sed s/x/y/ >/dev/null; done" % k)):
+        res = interleave(TREE_CONFIGS, rounds,
+                         lambda c, r: self.tree_run(c, lambda d: ["bash", "-c", script]))
+        self.tree_rows(res, label, rows)
+    n = self.s["tree_gen_n"]
+    res = interleave(TREE_CONFIGS, self.s["tree_gen_rounds"],
+                     lambda c, r: self.tree_run(c, lambda d: [GEN, str(n), os.path.join(d, "out.json")]))
+    self.tree_rows(res, "`examples/generator %d out.json` (%d rounds)" % (n, self.s["tree_gen_rounds"]), rows)
+    gen = res
+    proj = self.tree_project()
+
+    def make(c, r):
+        for f in os.listdir(proj):
+            if f.endswith(".o") or f == "prog":
+                os.unlink(os.path.join(proj, f))
+        return self.tree_run(c, lambda d: ["make", "-s", "-j2"], cwd=proj)
+    res = interleave(TREE_CONFIGS, self.s["tree_make_rounds"], make)
+    self.tree_rows(res, "clean `make -j2`, synthetic C project of %d files (%d rounds)"
+                   % (self.s["tree_files"] + 1, self.s["tree_make_rounds"]), rows)
+    mk = res
+    self.table(["workload", "configuration", "wall s", "wall ratio", "CPU s (tree)", "CPU ratio",
+                "programs' CPU s (wait4, no helper)", "helpers' CPU s (helpers per run)"], rows)
+    self.data["process_trees"] = rows
+
+    nt = self.s["tree_true_runs"]
+    self.emit("### 14a. `/bin/true` alone: %d runs per round, %d interleaved rounds, per process"
+              % (nt, self.s["tree_true_rounds"]))
+    self.emit()
+    res = interleave(TREE_CONFIGS, self.s["tree_true_rounds"],
+                     lambda c, r: self.tree_run(c, lambda d: ["/bin/true"], n=nt))
+    rows = []
+    for c in TREE_CONFIGS:
+        def added(base, f):
+            return "-" if c in ("none", base) else \
+                span(_per_round(res, c, base, lambda a, b: 1e3 * (f(a) - f(b))), "%+.3f")
+        rows.append([c, span([1e3 * x.wall for x in res[c]]), span([1e3 * x.cpu for x in res[c]]),
+                     added("none", lambda x: x.cpu), added("bare interposer", lambda x: x.cpu),
+                     added("bare interposer", lambda x: x.wall),
+                     "-" if c in ("none", "bare interposer") else
+                     "%.3f" % med([1e3 * x.helper_cpu for x in res[c]])])
+    self.table(["configuration", "wall ms", "CPU ms (tree)", "CPU ms over none", "CPU ms over bare",
+                "wall ms over bare", "helper CPU ms"], rows)
+    self.data["process_trees_true"] = rows
+
+    self.emit("### 14b. The generator against the bare interposer (points of CPU slowdown over `none`)")
+    self.emit()
+    rows = []
+    for c in ("shim (default)", TREE_DWARF0):
+        rows.append([c, span(_per_round(gen, c, "bare interposer",
+                                        lambda a, b: 100 * (a.cpu - b.cpu) / b.cpu), "%+.1f"),
+                     span(_per_round(gen, c, "none", lambda a, b: 100 * (a.cpu / b.cpu - 1)), "%+.1f"),
+                     "%+.1f" % (100 * (med([x.cpu for x in gen[c]]) / med([x.cpu for x in gen["none"]]) -
+                                       med([x.cpu for x in gen["bare interposer"]]) /
+                                       med([x.cpu for x in gen["none"]])))])
+    self.table(["configuration", "% over bare (per round)", "% over none (per round)",
+                "points over bare (medians)"], rows)
+    self.data["process_trees_generator"] = rows
+
+    self.emit("### 14c. What the profiles hold")
+    self.emit()
+    rows = []
+    for c in ("shim (default)", TREE_DWARF0):
+        apps = {}
+        for x in mk[c]:
+            for a, ns in x.folded.items():
+                apps[a] = apps.get(a, 0) + len(ns)
+        rows.append(["clean `make -j2`", c, span([sum(map(sum, x.folded.values())) / 1e9 for x in mk[c]]),
+                     span([x.prog_cpu for x in mk[c]]),
+                     span([100 * (sum(map(sum, x.folded.values())) / 1e9 / x.prog_cpu - 1) for x in mk[c]],
+                          "%+.1f"), "+-15 %",
+                     ", ".join("%s %.3g" % (a, v / len(mk[c])) for a, v in sorted(apps.items()))])
+    for cnt, ms in zip(self.s["tree_short"], (3, 25)):
+        script = "for ((i = 0; i < %d; i++)); do %s %d; done" % (cnt, BURN_MS, ms)
+        res = interleave(["shim (default)", TREE_DWARF0], self.s["tree_short_rounds"],
+                         lambda c, r: self.tree_run(c, lambda d: ["bash", "-c", script]))
+        for c in ("shim (default)", TREE_DWARF0):
+            for x in res[c]:
+                x.truth = sum(int(v) for v in re.findall(r"^burn_ms_cpu_ns (\d+)$", x.out, re.M)) / 1e9
+                x.got = sum(x.folded.get("burn_ms", [])) / 1e9
+            rows.append(["%d x `burn_ms %d`" % (cnt, ms), c, span([x.got for x in res[c]]),
+                         span([x.truth for x in res[c]]),
+                         span([100 * (x.got / x.truth - 1) for x in res[c]], "%+.1f"),
+                         "+-25 %" if ms == 3 else "+-15 %",
+                         "burn_ms %s of %d" % (span([len(x.folded.get("burn_ms", [])) for x in res[c]], "%d"),
+                                               cnt)])
+    self.table(["workload", "configuration", "profiles' CPU s (cpu.folded)",
+                "real CPU s", "profiles vs real, %", "target", "files (cpu.folded) per run"], rows)
+    self.emit("Real CPU: for `make`, wait4 of make (every process it waited for, no helper); "
+              "for `burn_ms`, the sum of each burner's own process CPU clock at the end of main "
+              "(from its fork: exec, loader, the shim's start-up, the burn).")
+    self.emit()
+    self.data["process_trees_accuracy"] = rows
+
+
+Bench.tree_run = _tree_run
+Bench.tree_project = _tree_project
+Bench.tree_rows = _tree_rows
+Bench.process_trees = _process_trees
+
 SECTIONS = ["cpu_overhead", "handler_cost", "cpu_accuracy", "alloc_accuracy",
             "alloc_fast_path", "malloc_heavy", "generator", "startup", "memory", "upload", "go",
-            "go_handler", "source_lines", "wait_cost"]
+            "go_handler", "source_lines", "wait_cost", "process_trees"]
 
 
 def main():

@@ -1,7 +1,7 @@
 #!/bin/sh
 # run.sh -- run pyroshim's benchmarks against the anchors (BENCHMARKS.md).
 #
-#   sh bench/run.sh           full run (about 15 minutes on the 2-core VM);
+#   sh bench/run.sh           full run (about 18 minutes on the 2-core VM);
 #                             installs the anchor tools with apt-get first
 #   sh bench/run.sh --smoke   tiny sizes, every path once, < 60 s; installs
 #                             nothing (it runs inside make check): a missing
@@ -35,6 +35,7 @@ if [ -z "$smoke" ]; then
 		echo "bench: installing$missing" >&2
 		# Not fatal: what cannot be installed is reported by bench.py
 		# as "not measured: why".
+		# shellcheck disable=SC2086 # one word per package, on purpose
 		if [ "$(id -u)" = 0 ]; then
 			apt-get install -y $missing >&2 || echo "bench: apt-get install failed" >&2
 		else
