@@ -264,7 +264,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_FLAGS   = -std=c11 -g -O1 -fno-omit-frame-pointer \
 	       -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all $(WARN)
 FUZZ_NAMES   = traceparent span otlp_headers config_values config_env tags ingest_url headers \
-	       gopclntab httpreq
+	       gopclntab httpreq symcache
 FUZZ_BINS    = $(FUZZ_NAMES:%=build/fuzz/fuzz_%)
 FUZZ_SRC_traceparent   = trace/traceparent.c common/text.c
 FUZZ_SRC_span          = trace/span.c trace/traceparent.c common/text.c
@@ -278,6 +278,8 @@ FUZZ_SRC_ingest_url    = uploader/ingest.c common/buf.c common/text.c
 FUZZ_SRC_headers       = uploader/headers.c common/text.c
 FUZZ_SRC_gopclntab     = shim/gopclntab.c
 FUZZ_SRC_httpreq       = uploader/httpreq.c
+FUZZ_SRC_symcache      = uploader/symcache.c common/log.c
+FUZZ_LIBS_symcache     = -lz
 
 fuzz: $(FUZZ_BINS)
 	@sh test/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_BINS)

@@ -221,6 +221,8 @@ static const struct var vars[] = {
 	  "expected a size from 256KiB to 1GiB such as 8MiB", "8MiB" },
 	{ "PYROSCOPE_DWARF_MEMORY", K_SIZE, OFF(dwarf_memory), 0, 1ull << 40,
 	  "expected a size such as 256MiB, or 0 for function names only", "256MiB" },
+	{ "PYROSCOPE_SYMBOL_CACHE_SIZE", K_SIZE, OFF(symbol_cache_size), 0, 1ull << 40,
+	  "expected a size such as 64MiB, or 0 for no symbol cache", "64MiB" },
 	{ "PYROSCOPE_FOLDED_LINES", K_BOOL, OFF(folded_lines), 0, 1, "expected true or false",
 	  "false" },
 	{ "PYROSCOPE_UPLOAD_INTERVAL", K_DURATION, OFF(upload_interval_ns), NS(1) / 10, NS(3600),
@@ -395,6 +397,7 @@ defaults(struct ps_config *c)
 	c->upload_interval_ns = NS(10);
 	c->flush_timeout_ns = NS(3);
 	c->dwarf_memory = 256ull << 20;
+	c->symbol_cache_size = 64ull << 20;
 	c->log_level = PS_LOG_ERROR;
 }
 
@@ -423,6 +426,25 @@ app_name(struct ps_config *c, ps_getenv_fn get, const char *exe)
 	for (i = 0; c->app_name[i]; i++)
 		if (c->app_name[i] == '/' || !isprint((unsigned char)c->app_name[i]))
 			c->app_name[i] = '_';
+}
+
+/* The symbol cache's directory: $XDG_CACHE_HOME/pyroshim, else
+ * $HOME/.cache/pyroshim (the XDG base directory rules: a relative
+ * XDG_CACHE_HOME is ignored); none without either. */
+static void
+cache_dir(struct ps_config *c, ps_getenv_fn get)
+{
+	const char *xdg = get("XDG_CACHE_HOME"), *home = get("HOME");
+	int n = -1;
+
+	c->symbol_cache_dir[0] = '\0';
+	if (xdg && xdg[0] == '/')
+		n = snprintf(c->symbol_cache_dir, sizeof(c->symbol_cache_dir), "%s/pyroshim", xdg);
+	else if (home && home[0] == '/')
+		n = snprintf(c->symbol_cache_dir, sizeof(c->symbol_cache_dir), "%s/.cache/pyroshim",
+			     home);
+	if (n < 0 || (size_t)n >= sizeof(c->symbol_cache_dir))
+		c->symbol_cache_dir[0] = '\0';
 }
 
 /* Rules between variables: the traces endpoint is used as it is, the base
@@ -475,6 +497,7 @@ ps_config_load(struct ps_config *c, ps_getenv_fn get, const char *exe)
 		bad++;
 	}
 	app_name(c, get, exe);
+	cache_dir(c, get);
 	bad += otel_rules(c, get);
 	return bad;
 }

@@ -37,6 +37,10 @@ struct ps_config {
 	uint64_t stack_memory;         /* PYROSCOPE_STACK_MEMORY, bytes, default 8 MiB */
 	uint64_t dwarf_memory;         /* PYROSCOPE_DWARF_MEMORY, bytes libdw may hold,
 					* default 256 MiB; 0 = function names only */
+	uint64_t symbol_cache_size;    /* PYROSCOPE_SYMBOL_CACHE_SIZE, bytes of source lines
+					* kept per user across runs, default 64 MiB; 0 = none */
+	char symbol_cache_dir[PATH_MAX]; /* $XDG_CACHE_HOME/pyroshim or ~/.cache/pyroshim;
+					  * "" = none */
 	int folded_lines;              /* PYROSCOPE_FOLDED_LINES (default 0) */
 	uint64_t upload_interval_ns;   /* PYROSCOPE_UPLOAD_INTERVAL, default 10 s */
 	uint64_t flush_timeout_ns;     /* PYROSCOPE_FLUSH_TIMEOUT, default 3 s */

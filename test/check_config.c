@@ -69,10 +69,34 @@ START_TEST(config_defaults_when_nothing_is_set)
 	ck_assert_uint_eq(c.upload_interval_ns, 10000000000ull);
 	ck_assert_uint_eq(c.flush_timeout_ns, 3000000000ull);
 	ck_assert_uint_eq(c.stack_memory, 8u << 20);
+	ck_assert_uint_eq(c.symbol_cache_size, 64u << 20);
+	ck_assert_str_eq(c.symbol_cache_dir, "");  /* no HOME either */
 	ck_assert_int_eq(c.log_level, PS_LOG_ERROR);
 	ck_assert_str_eq(c.app_name, "my-prog");
 	ck_assert_str_eq(c.output_dir, "");
 	ck_assert_str_eq(c.server, "");
+}
+END_TEST
+
+/* The XDG base directory rules: XDG_CACHE_HOME when absolute, else
+ * ~/.cache; neither (a scrubbed environment): no symbol cache. */
+START_TEST(config_symbol_cache_dir_follows_xdg)
+{
+	struct ps_config c;
+	char err[256];
+
+	set("XDG_CACHE_HOME", "/var/cache/u");
+	set("HOME", "/home/u");
+	ck_assert_int_eq(load(&c, err, sizeof(err)), 0);
+	ck_assert_str_eq(c.symbol_cache_dir, "/var/cache/u/pyroshim");
+	set("XDG_CACHE_HOME", "relative");
+	set("HOME", "/home/u");
+	ck_assert_int_eq(load(&c, err, sizeof(err)), 0);
+	ck_assert_str_eq(c.symbol_cache_dir, "/home/u/.cache/pyroshim");
+	set("HOME", "");
+	ck_assert_int_eq(load(&c, err, sizeof(err)), 0);
+	ck_assert_str_eq(c.symbol_cache_dir, "");
+	ck_assert_str_eq(err, "");
 }
 END_TEST
 
@@ -90,6 +114,7 @@ START_TEST(config_reads_every_valid_value)
 	set("PYROSCOPE_PROFILING_MUTEX_ENABLED", "no");
 	set("PYROSCOPE_BLOCK_RATE", "250us");
 	set("PYROSCOPE_STACK_MEMORY", "16M");
+	set("PYROSCOPE_SYMBOL_CACHE_SIZE", "0");
 	set("PYROSCOPE_UPLOAD_INTERVAL", "500ms");
 	set("PYROSCOPE_FLUSH_TIMEOUT", "2");
 	set("PYROSCOPE_OUTPUT_DIR", "/tmp/x");
@@ -107,6 +132,7 @@ START_TEST(config_reads_every_valid_value)
 	ck_assert_int_eq(c.mutex_enabled, 0);
 	ck_assert_uint_eq(c.block_rate_ns, 250000);
 	ck_assert_uint_eq(c.stack_memory, 16u << 20);
+	ck_assert_uint_eq(c.symbol_cache_size, 0);
 	ck_assert_uint_eq(c.upload_interval_ns, 500000000ull);
 	ck_assert_uint_eq(c.flush_timeout_ns, 2000000000ull);
 	ck_assert_str_eq(c.output_dir, "/tmp/x");
@@ -135,6 +161,7 @@ static const struct {
 	{ "PYROSCOPE_ALLOC_SAMPLE_BYTES", "1TB", "using 524288\n" },
 	{ "PYROSCOPE_ALLOC_SAMPLE_BYTES", "2048GiB", "using 524288\n" },
 	{ "PYROSCOPE_STACK_MEMORY", "1k", "using 8MiB\n" },
+	{ "PYROSCOPE_SYMBOL_CACHE_SIZE", "lots", "pyroshim: PYROSCOPE_SYMBOL_CACHE_SIZE=lots: expected a size such as 64MiB, or 0 for no symbol cache; using 64MiB\n" },
 	{ "PYROSCOPE_UPLOAD_INTERVAL", "10 s", "using 10s\n" },
 	{ "PYROSCOPE_UPLOAD_INTERVAL", "0s", "using 10s\n" },
 	{ "PYROSCOPE_UPLOAD_INTERVAL", "50ms", "using 10s\n" },
@@ -350,6 +377,7 @@ main(void)
 
 	tcase_add_test(tc, config_defaults_when_nothing_is_set);
 	tcase_add_test(tc, config_reads_every_valid_value);
+	tcase_add_test(tc, config_symbol_cache_dir_follows_xdg);
 	tcase_add_loop_test(tc, config_bad_value_prints_one_line_and_uses_default, 0,
 			    (int)(sizeof(bad) / sizeof(bad[0])));
 	tcase_add_test(tc, config_long_value_is_shortened_in_the_message);

@@ -35,6 +35,7 @@
 #define RSS_EVERY     256       /* look-ups between two checks of the cap */
 #define MAX_FRAMES 32     /* frames of one look-up */
 #define MAX_CU_RANGES (1u << 20) /* CU ranges indexed per object */
+#define MAX_NESTED    65536     /* DIEs looked at for the extent of one answer */
 
 /* libdw's entry points, resolved once by load_once(). */
 static struct {
@@ -62,6 +63,11 @@ static struct {
 	ptrdiff_t (*ranges)(Dwarf_Die *, ptrdiff_t, Dwarf_Addr *, Dwarf_Addr *, Dwarf_Addr *);
 	Dwarf_Line *(*getsrc_die)(Dwarf_Die *, Dwarf_Addr);
 	int (*lineno)(Dwarf_Line *, int *);
+	int (*getsrclines)(Dwarf_Die *, Dwarf_Lines **, size_t *);
+	Dwarf_Line *(*onesrcline)(Dwarf_Lines *, size_t);
+	int (*lineaddr)(Dwarf_Line *, Dwarf_Addr *);
+	int (*child)(Dwarf_Die *, Dwarf_Die *);
+	int (*siblingof)(Dwarf_Die *, Dwarf_Die *);
 	const char *(*linesrc)(Dwarf_Line *, Dwarf_Word *, Dwarf_Word *);
 	int (*find_elf)(Dwfl_Module *, void **, const char *, Dwarf_Addr, char **, Elf **);
 	int (*find_debuginfo)(Dwfl_Module *, void **, const char *, Dwarf_Addr, const char *,
@@ -84,7 +90,9 @@ load_once(void)
 		SYM("dwfl_module_getdwarf", module_getdwarf), SYM("dwarf_nextcu", nextcu),
 		SYM("dwarf_offdie", offdie), SYM("dwarf_ranges", ranges),
 		SYM("dwarf_getsrc_die", getsrc_die), SYM("dwarf_lineno", lineno),
-		SYM("dwarf_linesrc", linesrc),
+		SYM("dwarf_linesrc", linesrc), SYM("dwarf_getsrclines", getsrclines),
+		SYM("dwarf_onesrcline", onesrcline), SYM("dwarf_lineaddr", lineaddr),
+		SYM("dwarf_child", child), SYM("dwarf_siblingof", siblingof),
 		SYM("dwarf_getscopes", getscopes), SYM("dwarf_getscopes_die", getscopes_die),
 		SYM("dwarf_tag", tag), SYM("dwarf_diename", diename), SYM("dwarf_attr", attr),
 		SYM("dwarf_attr_integrate", attr_integrate), SYM("dwarf_formstring", formstring),
@@ -339,10 +347,114 @@ fill_frame(Dwarf_Die *die, const char *file, int line, struct ps_dwarf_frame *f)
 }
 
 /* Walk the DIEs enclosing `inner` outwards (see the top of the file). */
-static int
-chain(struct ps_dwarf *d, Dwarf_Die *cu, Dwarf_Die *inner, const char *file, int line, struct ps_dwarf_frame *out,
-      int max)
+/* ---- the extent of an answer ------------------------------------------- *
+ *
+ * Every address in [lo, hi) gets the same chain as `a` when the range lies
+ * within one row of the line table (the innermost line), within the range
+ * of each inlined subroutine and of the function that enclose `a` (the
+ * frames), and holds neither end of an inlined subroutine nested in the
+ * innermost scope (a frame more).  The call lines of the outer frames are
+ * attributes of those scopes, so they do not change within it either.
+ * Link-time addresses; where a part cannot be told, the range is `a`
+ * alone. */
+
+static void
+exact(Dwarf_Addr a, Dwarf_Addr *lo, Dwarf_Addr *hi)
 {
+	*lo = a;
+	*hi = a + 1;
+}
+
+/* Cut [*lo, *hi) to die's range that holds a. */
+static void
+cut_to(Dwarf_Die *die, Dwarf_Addr a, Dwarf_Addr *lo, Dwarf_Addr *hi)
+{
+	Dwarf_Addr base, rlo, rhi;
+	ptrdiff_t r;
+
+	for (r = 0; (r = dw.ranges(die, r, &base, &rlo, &rhi)) > 0;)
+		if (rlo <= a && a < rhi) {
+			*lo = rlo > *lo ? rlo : *lo;
+			*hi = rhi < *hi ? rhi : *hi;
+			return;
+		}
+	exact(a, lo, hi);
+}
+
+/* Cut [*lo, *hi) where an inlined subroutine nested in die (directly or
+ * through lexical blocks) begins or ends.  At most *budget DIEs. */
+static void
+cut_nested(Dwarf_Die *die, Dwarf_Addr a, Dwarf_Addr *lo, Dwarf_Addr *hi, int depth,
+	   unsigned *budget)
+{
+	Dwarf_Addr base, rlo, rhi;
+	Dwarf_Die k;
+	ptrdiff_t r;
+	int tag;
+
+	if (dw.child(die, &k) != 0)
+		return;
+	do {
+		if (*budget == 0 || depth > MAX_FRAMES) {
+			exact(a, lo, hi);
+			return;
+		}
+		(*budget)--;
+		tag = dw.tag(&k);
+		if (tag == DW_TAG_inlined_subroutine) {
+			for (r = 0; (r = dw.ranges(&k, r, &base, &rlo, &rhi)) > 0;) {
+				if (rlo <= a && a < rhi)
+					exact(a, lo, hi);  /* not innermost after all */
+				else if (rlo > a && rlo < *hi)
+					*hi = rlo;
+				else if (rhi <= a && rhi > *lo)
+					*lo = rhi;
+			}
+		} else if (tag == DW_TAG_lexical_block) {
+			cut_nested(&k, a, lo, hi, depth + 1, budget);
+		}
+	} while (dw.siblingof(&k, &k) == 0);
+}
+
+/* Cut [*lo, *hi) to the line-table row that holds a: from the last row at
+ * or before a to the first row after it. */
+static void
+cut_row(Dwarf_Die *cu, Dwarf_Addr a, Dwarf_Addr *lo, Dwarf_Addr *hi)
+{
+	Dwarf_Addr at, from = 0, to = *hi;
+	Dwarf_Lines *lines;
+	Dwarf_Line *l;
+	size_t n, i;
+	int found = 0;
+
+	if (dw.getsrclines(cu, &lines, &n) != 0) {
+		exact(a, lo, hi);
+		return;
+	}
+	for (i = 0; i < n; i++) {
+		l = dw.onesrcline(lines, i);
+		if (!l || dw.lineaddr(l, &at) != 0)
+			continue;
+		if (at <= a && (!found || at > from)) {
+			from = at;
+			found = 1;
+		} else if (at > a && at < to) {
+			to = at;
+		}
+	}
+	if (!found) {
+		exact(a, lo, hi);
+		return;
+	}
+	*lo = from > *lo ? from : *lo;
+	*hi = to;
+}
+
+static int
+chain(struct ps_dwarf *d, Dwarf_Die *cu, Dwarf_Die *inner, const char *file, int line,
+      Dwarf_Addr pc, Dwarf_Addr *lo, Dwarf_Addr *hi, struct ps_dwarf_frame *out, int max)
+{
+	unsigned budget = MAX_NESTED;
 	Dwarf_Die *sc = NULL;
 	Dwarf_Files *files = NULL;
 	Dwarf_Attribute a;
@@ -354,11 +466,14 @@ chain(struct ps_dwarf *d, Dwarf_Die *cu, Dwarf_Die *inner, const char *file, int
 		return 0;
 	if (dw.getsrcfiles(cu, &files, NULL) != 0)
 		files = NULL;
+	cut_row(cu, pc, lo, hi);
+	cut_nested(inner, pc, lo, hi, 0, &budget);
 	for (i = 0; i < n; i++) {
 		tag = dw.tag(&sc[i]);
 		if (tag != DW_TAG_inlined_subroutine && tag != DW_TAG_subprogram)
 			continue;
 		last = tag == DW_TAG_subprogram;
+		cut_to(&sc[i], pc, lo, hi);
 		/* Past `max`, the innermost frames are kept and the outer
 		 * inlined ones dropped; the real function is always last. */
 		if (last || k < max - 1) {
@@ -460,34 +575,50 @@ cu_of(struct object *o, Dwarf_Addr addr, Dwarf_Die *out, Dwarf_Addr *bias)
 
 int
 ps_dwarf_lookup(struct ps_dwarf *d, const char *path, uintptr_t bias, uintptr_t addr,
-		struct ps_dwarf_frame *out, int max)
+		struct ps_dwarf_frame *out, int max, uintptr_t valid[2])
 {
 	Dwarf_Die *cu, *sc = NULL, inner, cubuf;
-	Dwarf_Addr b;
+	Dwarf_Addr b, lo = 0, hi = UINT64_MAX;
 	Dwarf_Line *l;
 	struct object *o;
 	const char *file = NULL;
 	int line = 0, n;
 
-	if (!d || !path || !out || max <= 0)
+	if (!d || !path || !out || max <= 0 || !valid)
 		return -EINVAL;
+	valid[0] = valid[1] = 0;
 	if (start(d) || check_cap(d, 0))
 		return 0;
 	o = object(d, path, bias);
 	if (!o || !o->mod || d->over_cap)
 		return 0;
 	cu = cu_of(o, addr, &cubuf, &b);
-	if (!cu)
+	if (!cu) {
+		/* DWARF that covers no code here (assembly without lines):
+		 * so it stays, for this address. */
+		if (dw.module_getdwarf(o->mod, &b)) {
+			valid[0] = addr;
+			valid[1] = addr + 1;
+		}
 		return 0;
+	}
 	l = dw.getsrc_die(cu, addr - b);
 	if (l && dw.lineno(l, &line) == 0)
 		file = dw.linesrc(l, NULL, NULL);
 	n = dw.getscopes(cu, addr - b, &sc);
 	if (n <= 0) {
 		free(sc);
+		valid[0] = addr;
+		valid[1] = addr + 1;
 		return 0;
 	}
 	inner = sc[0];
 	free(sc);
-	return chain(d, cu, &inner, file, line, out, max < MAX_FRAMES ? max : MAX_FRAMES);
+	n = chain(d, cu, &inner, file, line, addr - b, &lo, &hi, out,
+		  max < MAX_FRAMES ? max : MAX_FRAMES);
+	if (n > 0 && lo <= addr - b && addr - b < hi) {
+		valid[0] = (uintptr_t)(lo + b);
+		valid[1] = (uintptr_t)(hi + b);
+	}
+	return n;
 }

@@ -62,11 +62,16 @@ void ps_dwarf_free(struct ps_dwarf *d);
  * address): out[0] is the innermost inlined function, each next one its
  * caller, the last the function that holds the code.  At most `max`
  * frames (the outermost ones are dropped past it).
+ * valid[0..1] gets the runtime range [lo, hi) around addr whose every
+ * address has the same answer (for uploader/symcache.h), or [0, 0) when the
+ * answer is not to be kept: no line because the object's DWARF was not
+ * found (a debug package may come later), libdw is missing, or the cap
+ * was reached.
  * Returns the number of frames; 0 when there is no line information for
  * addr (no debug information, libdw missing, the memory cap reached);
  * -EINVAL on bad arguments. */
 int ps_dwarf_lookup(struct ps_dwarf *d, const char *path, uintptr_t bias, uintptr_t addr,
-		    struct ps_dwarf_frame *out, int max);
+		    struct ps_dwarf_frame *out, int max, uintptr_t valid[2]);
 
 /* 1 once the memory cap stopped look-ups. */
 int ps_dwarf_over_cap(const struct ps_dwarf *d);

@@ -266,6 +266,9 @@ fold_ready(struct ps_export *x, const struct ps_stacktab *st)
 	/* Without memory for the DWARF reader, names stay function-level. */
 	if (ps_fold_configure(&x->fold, x->cfg->folded_lines, x->cfg->dwarf_memory, DWARF_PASS_NS))
 		ps_warn("no memory for source lines: profiles name functions only");
+	else if (x->cfg->dwarf_memory &&
+		 ps_symbols_use_cache(x->fold.syms, x->cfg->symbol_cache_dir, x->cfg->symbol_cache_size))
+		ps_info("symbol cache not used: its directory's name is too long");
 	x->ready = 1;
 	return 0;
 }
@@ -310,6 +313,24 @@ ps_export_run(struct ps_export *x, int final)
 	ps_remote_queue(&x->remote, &x->fold, x->on, &m,
 			ps_clock_ns(CLOCK_REALTIME));
 	return rc;
+}
+
+void
+ps_export_save_symbols(struct ps_export *x, int final, uint64_t fill_ns)
+{
+	struct ps_symbols_stats ss;
+
+	if (!x->ready)
+		return;
+	ps_symbols_save(x->fold.syms, fill_ns);
+	if (!final)
+		return;
+	ps_symbols_get_stats(x->fold.syms, &ss);
+	ps_debug("source lines: %llu looked up in DWARF, %llu answered by the symbol cache "
+		 "(%u files read, %u not used%s), %llu more DWARF look-ups to complete its "
+		 "functions", (unsigned long long)ss.src_lookups,
+		 (unsigned long long)ss.src_cached, ss.cache_files, ss.cache_rejected,
+		 ss.cache_full ? ", full" : "", (unsigned long long)ss.src_filled);
 }
 
 int

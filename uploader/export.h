@@ -81,6 +81,12 @@ void ps_export_check_dir(struct ps_export *x);
  * Returns 0 or a negative errno of the first failure (already logged). */
 int ps_export_run(struct ps_export *x, int final);
 
+/* Write what the symbol cache learned in the passes so far, after at most
+ * fill_ns completing its functions (symbols.h, ps_symbols_save); with
+ * `final`, log what the source look-ups cost.  Called after a pass's
+ * profiles are out, so that the program does not wait for it. */
+void ps_export_save_symbols(struct ps_export *x, int final, uint64_t fill_ns);
+
 /* Bring x->fold up to date with the tables (making it on first use)
  * without writing or queuing anything: for the /debug/pprof listener,
  * whose views are differences of, or the same as, the fold's cumulative

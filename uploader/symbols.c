@@ -24,15 +24,21 @@
 #include <unistd.h>
 
 #include "common/buf.h"
+#include "common/clock.h"
 #include "common/hash.h"
+#include "common/log.h"
 #include "uploader/dwarf.h"
 #include "uploader/elf.h"
 #include "uploader/modules.h"
+#include "uploader/symcache.h"
 
 #define MIN_IP_SLOTS  1024u
 #define MAX_IP_SLOTS  (1u << 20)     /* power of two */
 #define MAX_POOL      (64u << 20)    /* bytes of cached result names */
 #define MAX_NAME      16384          /* one result name, NUL included */
+#define MAX_CACHED_OBJECTS 256       /* objects with a symbol cache open */
+#define MAX_PENDING   1024           /* functions to complete in the symbol cache */
+#define FILL_MAX      4096           /* DWARF look-ups to complete one function */
 
 struct ipent {
 	uintptr_t ip;
@@ -54,6 +60,25 @@ struct ps_symbols {
 	struct ps_buf src;      /* strings of the last ps_symbols_source */
 	char region[PATH_MAX];  /* file of the last ps_symbols_mapping outside
 				 * every object */
+	/* The symbol cache (symcache.h): one per build ID met, kept when
+	 * the object is unloaded (it may come back). */
+	char cache_dir[PATH_MAX]; /* "": none */
+	uint64_t cache_cap;
+	int cache_checked;      /* the directory was checked, once */
+	struct objcache {
+		uint8_t id[64];
+		uint32_t idlen;
+		struct ps_symcache *c;  /* owned; NULL: could not be opened */
+	} *caches;              /* owned, ncaches entries */
+	uint32_t ncaches;
+	/* Functions where DWARF was asked: the next save looks the rest of
+	 * each up, so that the next run finds every address of the function
+	 * (the same code, other instructions sampled) without DWARF. */
+	struct pending {
+		uintptr_t ip;
+		struct ps_symcache *c;
+	} pending[MAX_PENDING];
+	uint32_t npending;
 	struct ps_symbols_stats st;
 	char scratch[MAX_NAME]; /* the result being built */
 };
@@ -338,6 +363,9 @@ ps_symbols_free(struct ps_symbols *s)
 		return;
 	ps_modules_free(&s->mods);
 	ps_dwarf_free(s->dwarf);
+	for (uint32_t i = 0; i < s->ncaches; i++)
+		ps_symcache_free(s->caches[i].c);
+	free(s->caches);
 	ps_buf_free(&s->src);
 	free(s->ips);
 	free(s->interned);
@@ -406,6 +434,128 @@ ps_symbols_use_dwarf(struct ps_symbols *s, uint64_t mem_cap)
 	return ps_dwarf_new(&s->dwarf, mem_cap);
 }
 
+int
+ps_symbols_use_cache(struct ps_symbols *s, const char *dir, uint64_t cap)
+{
+	if (!dir || !dir[0] || cap == 0)
+		return 0;
+	if ((size_t)snprintf(s->cache_dir, sizeof(s->cache_dir), "%s", dir) >= sizeof(s->cache_dir)) {
+		s->cache_dir[0] = '\0';
+		return -ENAMETOOLONG;
+	}
+	s->cache_cap = cap;
+	return 0;
+}
+
+/* The symbol cache of m's object, opened at its first look-up; NULL when
+ * there is none (no cache, no build ID, the directory not usable). */
+static struct ps_symcache *
+object_cache(struct ps_symbols *s, const struct ps_module *m)
+{
+	const struct ps_symtab *t = &m->tab;
+	struct ps_symcache_stats cs;
+	struct objcache *v;
+	const char *why;
+	uint32_t i;
+	int rc;
+
+	if (!s->cache_dir[0] || m->state != PS_MOD_READY || t->build_id_len == 0 ||
+	    t->build_id_len > sizeof(v->id))
+		return NULL;
+	if (!s->cache_checked) {
+		s->cache_checked = 1;
+		rc = ps_symcache_dir_check(s->cache_dir, &why);
+		if (rc) {
+			ps_info("symbol cache %s not used: %s", s->cache_dir, why);
+			s->cache_dir[0] = '\0';
+			return NULL;
+		}
+	}
+	for (i = 0; i < s->ncaches; i++)
+		if (s->caches[i].idlen == t->build_id_len &&
+		    !memcmp(s->caches[i].id, t->build_id, t->build_id_len))
+			return s->caches[i].c;
+	if (s->ncaches >= MAX_CACHED_OBJECTS)
+		return NULL;
+	v = realloc(s->caches, (s->ncaches + 1) * sizeof(*v));
+	if (!v)
+		return NULL;
+	s->caches = v;
+	v = &v[s->ncaches];
+	memcpy(v->id, t->build_id, t->build_id_len);
+	v->idlen = t->build_id_len;
+	v->c = NULL;
+	if (ps_symcache_open(s->cache_dir, t->build_id, t->build_id_len, s->cache_cap, &v->c))
+		v->c = NULL;
+	s->ncaches++;
+	if (v->c) {
+		ps_symcache_get_stats(v->c, &cs);
+		s->st.cache_files += (uint32_t)cs.loaded;
+		if (cs.rejected) {
+			s->st.cache_rejected++;
+			ps_info("symbol cache: the file for %s was not used (not this user's, "
+				"corrupt, or of another build ID); it will be replaced", m->shown);
+		}
+	}
+	return v->c;
+}
+
+/* Look up in DWARF every address of the function (its ELF symbol) at ip
+ * that c does not answer yet, until the deadline.  Stops at code without
+ * lines: those ranges are one address each. */
+static void
+complete(struct ps_symbols *s, uintptr_t ip, struct ps_symcache *c, uint64_t deadline)
+{
+	struct ps_dwarf_frame df[PS_MAX_INLINE];
+	struct ps_module *m = find_module(s, ip);
+	const struct ps_sym *sym;
+	uintptr_t valid[2];
+	uint64_t a, hi, end;
+	int i, n;
+
+	if (!m || m->state != PS_MOD_READY || object_cache(s, m) != c)
+		return;
+	sym = ps_elf_find_sym(&m->tab, ip - m->bias);
+	if (!sym || !(sym->name & PS_SYM_SIZED))
+		return;
+	for (a = sym->lo, hi = sym->lo + sym->len, i = 0; a < hi && i < FILL_MAX; i++) {
+		if (ps_symcache_find(c, a, df, PS_MAX_INLINE, &end) >= 0) {
+			a = end;
+			continue;
+		}
+		if (ps_clock_ns(CLOCK_MONOTONIC) > deadline)
+			return;
+		s->st.src_filled++;
+		n = ps_dwarf_lookup(s->dwarf, m->path, m->bias, a + m->bias, df, PS_MAX_INLINE, valid);
+		if (n <= 0 || valid[1] <= valid[0] ||
+		    ps_symcache_add(c, valid[0] - m->bias, valid[1] - m->bias, a, df, n))
+			return;
+		a = valid[1] - m->bias;
+	}
+}
+
+void
+ps_symbols_save(struct ps_symbols *s, uint64_t fill_ns)
+{
+	uint64_t deadline = ps_clock_ns(CLOCK_MONOTONIC) + fill_ns;
+	uint32_t i;
+	int rc;
+
+	if (!s)
+		return;
+	while (s->npending > 0 && ps_clock_ns(CLOCK_MONOTONIC) < deadline) {
+		s->npending--;
+		complete(s, s->pending[s->npending].ip, s->pending[s->npending].c, deadline);
+	}
+	for (i = 0; i < s->ncaches; i++) {
+		rc = ps_symcache_save(s->caches[i].c);
+		if (rc == -ENOSPC)
+			s->st.cache_full = 1;
+		else if (rc)
+			ps_debug("symbol cache not written: %s", strerror(-rc));
+	}
+}
+
 /* Append str (NUL included) to s->src; its offset, or -1 when full. */
 static int64_t
 src_put(struct ps_symbols *s, const char *str)
@@ -435,7 +585,10 @@ ps_symbols_source(struct ps_symbols *s, uintptr_t ip, struct ps_src_frame *out, 
 {
 	struct ps_dwarf_frame df[PS_MAX_INLINE];
 	int64_t off[PS_MAX_INLINE][3], sym;
+	struct ps_symcache *c;
 	struct ps_module *m;
+	uintptr_t valid[2];
+	uint64_t end;
 	int n, i;
 
 	if (!s || !out || max <= 0)
@@ -450,9 +603,20 @@ ps_symbols_source(struct ps_symbols *s, uintptr_t ip, struct ps_src_frame *out, 
 	/* The symbol's name now: the inlined frames' names reuse scratch. */
 	ps_buf_reset(&s->src);
 	sym = src_put(s, s->scratch);
-	s->st.src_lookups++;
-	n = ps_dwarf_lookup(s->dwarf, m->path, m->bias, ip, df,
-			    max < PS_MAX_INLINE ? max : PS_MAX_INLINE);
+	max = max < PS_MAX_INLINE ? max : PS_MAX_INLINE;
+	c = object_cache(s, m);
+	n = c ? ps_symcache_find(c, ip - m->bias, df, max, &end) : -ENOENT;
+	if (n >= 0) {
+		s->st.src_cached++;
+	} else {
+		s->st.src_lookups++;
+		n = ps_dwarf_lookup(s->dwarf, m->path, m->bias, ip, df, max, valid);
+		if (c && valid[1] > valid[0] && n >= 0 &&
+		    ps_symcache_add(c, valid[0] - m->bias, valid[1] - m->bias, ip - m->bias, df, n) == -ENOSPC)
+			s->st.cache_full = 1;
+		if (c && n > 0 && s->npending < MAX_PENDING)
+			s->pending[s->npending++] = (struct pending){ ip, c };
+	}
 	if (n <= 0 || sym < 0)
 		return n < 0 ? n : 0;
 	for (i = 0; i < n; i++) {

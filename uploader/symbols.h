@@ -43,6 +43,11 @@ struct ps_symbols_stats {
 	uint64_t files;       /* ELF files read */
 	uint64_t flushes;     /* IP cache emptied because it was full */
 	uint64_t src_lookups; /* DWARF look-ups (ps_symbols_source) */
+	uint64_t src_cached;  /* source look-ups answered by the symbol cache */
+	uint64_t src_filled;  /* DWARF look-ups that completed a function in it */
+	uint32_t cache_files; /* symbol cache files read */
+	uint32_t cache_rejected; /* symbol cache files there but not used */
+	int cache_full;       /* an object's cache reached its size bound */
 	int dwarf_over_cap;   /* the DWARF memory cap stopped look-ups */
 	uint32_t modules;     /* objects known now */
 	uint32_t cached;      /* IPs cached now */
@@ -86,6 +91,20 @@ int ps_symbols_lookup(struct ps_symbols *s, uintptr_t ip, char *buf, size_t len)
  * called, so that a cache made only for names loads no debug information.
  * Returns 0 or -ENOMEM.  Context: the owner. */
 int ps_symbols_use_dwarf(struct ps_symbols *s, uint64_t mem_cap) PS_WUR;
+
+/* Keep the answers of source look-ups per build ID in directory `dir`,
+ * bounded to `cap` bytes (uploader/symcache.h), and ask them before DWARF
+ * from now on.  dir "" or cap 0: none.  The directory is checked (and
+ * made) at the first look-up.  Returns 0 or -ENAMETOOLONG.  Context: the
+ * owner. */
+int ps_symbols_use_cache(struct ps_symbols *s, const char *dir, uint64_t cap) PS_WUR;
+
+/* Write what the symbol caches learned since the last call (each file
+ * merged with what other processes wrote), after spending at most
+ * fill_ns on looking up the rest of each function DWARF was asked about
+ * (so that a later run finds all of it).  Context: the owner, between
+ * passes; reads DWARF, writes files. */
+void ps_symbols_save(struct ps_symbols *s, uint64_t fill_ns);
 
 /* One frame of source: a function and a line in it. */
 struct ps_src_frame {

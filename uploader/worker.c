@@ -36,6 +36,9 @@ enum { REQ_NONE, REQ_FINAL, REQ_EXEC };
 /* The loop's stack: libdw walks DWARF scopes recursively (uploader/dwarf.c).
  * Reserved, not touched: only what is used becomes resident. */
 #define HELPER_STACK (8u << 20)
+/* What a pass may spend completing the symbol cache's functions
+ * (symbols.h): a few hundred DWARF look-ups, once per function ever. */
+#define CACHE_FILL_NS (250ull * 1000000)
 
 /* The control block, shared between the program and the helper
  * (MAP_SHARED, so semaphores are process-shared).  The program writes the
@@ -242,6 +245,8 @@ loop(int pidfd)
 		if (req != REQ_NONE) {
 			last_pass(atomic_load(&c->deadline), req == REQ_FINAL, 0);
 			sem_post(&c->done);
+			/* The program no longer waits: now the cache. */
+			ps_export_save_symbols(x, req == REQ_FINAL, CACHE_FILL_NS);
 			if (req == REQ_FINAL) {
 				pthread_mutex_unlock(&lock);
 				return;
@@ -253,6 +258,7 @@ loop(int pidfd)
 			watchdog();
 			if (!atomic_load(&c->exec_pending)) {
 				last_pass(ps_clock_ns(CLOCK_MONOTONIC) + flush_timeout, 1, 1);
+				ps_export_save_symbols(x, 1, CACHE_FILL_NS);
 				/* The bench build's handler timings, which the
 				 * program's destructor did not write. */
 				ps_bench_write(x->dir, x->app, (int)host);
@@ -271,6 +277,7 @@ loop(int pidfd)
 		now = ps_clock_ns(CLOCK_MONOTONIC);
 		if (now >= next) {
 			(void)ps_export_run(x, 0);
+			ps_export_save_symbols(x, 0, CACHE_FILL_NS);
 			next += interval;
 			if (next < now)
 				next = now + interval;  /* a slow pass: skip, don't burst */
@@ -616,6 +623,8 @@ ps_worker_flush(uint64_t timeout_ns, int final)
 		sem_post(&c->wake);
 	}
 	last_pass(deadline, final, 0);
+	/* The program waits here: what was learned, nothing more. */
+	ps_export_save_symbols(x, final, 0);
 	pthread_mutex_unlock(&lock);
 }
 

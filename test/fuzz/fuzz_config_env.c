@@ -93,6 +93,15 @@ check_stored(const struct ps_config *c)
 		FUZZ_ASSERT(c->alloc_sample_bytes == v);
 	else
 		FUZZ_ASSERT(c->alloc_sample_bytes == 524288);
+	s = fake_getenv("PYROSCOPE_SYMBOL_CACHE_SIZE");
+	if (s && *s && ps_parse_size(s, &v) == 0 && v <= (1ull << 40))
+		FUZZ_ASSERT(c->symbol_cache_size == v);
+	else
+		FUZZ_ASSERT(c->symbol_cache_size == 64ull << 20);
+	/* The cache directory is absolute or none. */
+	FUZZ_ASSERT(c->symbol_cache_dir[0] == '\0' || c->symbol_cache_dir[0] == '/');
+	FUZZ_ASSERT(strnlen(c->symbol_cache_dir, sizeof(c->symbol_cache_dir)) <
+		    sizeof(c->symbol_cache_dir));
 	s = fake_getenv("PYROSCOPE_ENABLED");
 	if (s && *s && ps_parse_bool(s, &b) == 0)
 		FUZZ_ASSERT(c->enabled == b);

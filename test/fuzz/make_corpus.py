@@ -8,6 +8,7 @@ describes).  Run it again after changing a layout; files it did not write
 """
 import os
 import struct
+import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TP = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
@@ -127,6 +128,46 @@ def gopclntab_seed(magic=0xfffffff0, nfunc=2):
 SEEDS["gopclntab"] = [
     gopclntab_seed(), gopclntab_seed(0xfffffff1), gopclntab_seed(nfunc=5),
     gopclntab_seed()[:140], gopclntab_seed(0xfffffffa),
+]
+
+
+def symcache_seed(ranges, bad_crc=False):
+    """A symbol cache file (uploader/symcache.c) of build ID 12345678
+    0102...10, after the target's control byte 0 (taken as it is).
+    ranges: [(lo, hi, [(name, linkage or None, file, line, decl)])]."""
+    pool, offs, ents, frames = bytearray(), {}, bytearray(), bytearray()
+
+    def s(x):
+        if x not in offs:
+            offs[x] = len(pool)
+            pool.extend(x.encode() + b"\0")
+        return offs[x]
+
+    nframe = 0
+    for lo, hi, chain in ranges:
+        ents += struct.pack("<QQII", lo, hi, nframe, len(chain))
+        for name, linkage, file, line, decl in chain:
+            frames += struct.pack("<IIIii", s(name), 0xffffffff if linkage is None else s(linkage),
+                                  s(file), line, decl)
+            nframe += 1
+    ident = bytes([0x12, 0x34, 0x56, 0x78] + list(range(1, 17)))
+    head = b"PYROSYM\1" + struct.pack("<II", 0x01020304, 20) + ident + bytes(44) + \
+        struct.pack("<III", len(ranges), nframe, len(pool))
+    body = bytes(ents + frames + pool)
+    crc = zlib.crc32(body, zlib.crc32(head)) ^ (1 if bad_crc else 0)
+    return b"\0" + head + struct.pack("<I", crc) + body
+
+
+# symcache: a control byte (bit 0: fix the build ID and CRC up), the file.
+SEEDS["symcache"] = [
+    symcache_seed([(0x1000, 0x1010, [("inner", None, "/a.h", 12, 10),
+                                     ("outer", "_Z5outerv", "/a.c", 40, 33)]),
+                   (0x2000, 0x2001, [])]),
+    b"\1" + symcache_seed([(0x10, 0x20, [("f", None, "/f.c", 1, 1)])])[1:],
+    symcache_seed([(0x10, 0x20, [("f", None, "/f.c", 1, 1)])], bad_crc=True),
+    b"\0PYROSYM",
+    # Regression: only ranges without lines, so no frame array at all.
+    symcache_seed([(0x10, 0x11, []), (0x20, 0x28, [])]),
 ]
 
 

@@ -1,5 +1,6 @@
 """Shared helpers for the integration tests: run real programs under the
 shim and read what it wrote with independent tools (go tool pprof)."""
+import atexit
 import json
 import os
 import re
@@ -16,9 +17,18 @@ PROG = os.path.join(ROOT, "build", "prog")
 EXAMPLES = os.path.join(ROOT, "examples")
 
 
+# The symbol cache of this run of the tests (XDG_CACHE_HOME/pyroshim):
+# never the user's, so that no earlier run's answers are read, and shared
+# by the tests of one run, so that most of them read source lines from it
+# as users' second runs do.
+CACHE_HOME = tempfile.mkdtemp(prefix="pyroshim-cache-")
+atexit.register(shutil.rmtree, CACHE_HOME, True)
+os.environ["XDG_CACHE_HOME"] = CACHE_HOME   # for what runs pyrorun with os.environ
+
+
 def clean_env(extra=None, preload=True):
     """The test's environment: no PYROSCOPE_*/OTEL_* leaking in from the
-    caller, the shim preloaded, plus `extra`."""
+    caller, the shim preloaded, this run's symbol cache, plus `extra`."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("PYROSCOPE_", "OTEL_", "TRACEPARENT", "TRACESTATE", "LD_PRELOAD"))}
     if preload:

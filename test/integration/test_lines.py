@@ -43,6 +43,22 @@ def best_line(rows, func_prefix, path):
     return max(per, key=per.get) if per else None
 
 
+def assert_hot_lines(test, cpu):
+    """Each phase's hot line, within one line of its mark, and the
+    always_inline function as a frame of its own, shown as inlined."""
+    rows, inlined = top_lines(cpu)
+    for func, src, mark in (("own_spin", SRC_MAIN, "HOT: own"),
+                            ("inl_step", SRC_MAIN, "HOT: inline"),
+                            ("lib_spin", SRC_LIB, "HOT: lib"),
+                            ("cmp_ints", SRC_MAIN, "HOT: callback")):
+        truth = marked_line(src, mark)
+        got = best_line(rows, func, src)
+        test.assertIsNotNone(got, "%s has no line in %s: %s" % (func, src, sorted(rows)[:30]))
+        test.assertLessEqual(abs(got - truth), 1, "%s: hot line %d, truth %d" % (func, got, truth))
+    test.assertIn("inl_step", inlined)
+    return rows
+
+
 def assert_real_addresses(test, raw):
     """Every location of a `pprof -raw` output has its address in a
     mapping.  Only the profiler's pseudo-frames ("[pyroshim: inside the
@@ -90,17 +106,7 @@ class Lines(ShimTest):
         self.assertEqual((len(self.cpu), len(self.alloc)), (1, 1), os.listdir(self.dir))
 
     def test_hot_lines_within_one_line_of_truth(self):
-        rows, inlined = top_lines(self.cpu[0])
-        for func, src, mark in (("own_spin", SRC_MAIN, "HOT: own"),
-                                ("inl_step", SRC_MAIN, "HOT: inline"),
-                                ("lib_spin", SRC_LIB, "HOT: lib"),
-                                ("cmp_ints", SRC_MAIN, "HOT: callback")):
-            truth = marked_line(src, mark)
-            got = best_line(rows, func, src)
-            self.assertIsNotNone(got, "%s has no line in %s: %s" % (func, src, sorted(rows)[:30]))
-            self.assertLessEqual(abs(got - truth), 1, "%s: hot line %d, truth %d" % (func, got, truth))
-        # The always_inline function is a frame of its own, shown as inlined.
-        self.assertIn("inl_step", inlined)
+        assert_hot_lines(self, self.cpu[0])
 
     def test_inlined_frame_sits_under_its_caller_at_the_call_line(self):
         _, samples = pprof_raw(self.cpu[0])

@@ -1,0 +1,481 @@
+/* Unit tests of the symbol cache (uploader/symcache.c) and of the ranges
+ * that uploader/dwarf.c gives it: every address of a range must get from
+ * libdw the answer the range keeps (checked over inlined code of libc and
+ * of this program); the file round-trips, merges two writers, is bounded;
+ * and nothing untrusted is read: a flipped byte anywhere, another build ID,
+ * a symbolic link, a file or directory of another user or open to others. */
+#include <check.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <link.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "uploader/dwarf.h"
+#include "uploader/symcache.h"
+
+/* ---- helpers ------------------------------------------------------------ */
+
+/* One answer, copied: ps_dwarf's strings live until its next look-up. */
+struct answer {
+	int n;
+	struct {
+		char name[256], linkage[256], file[PATH_MAX];
+		int has_linkage, line, decl;
+	} f[16];
+};
+
+static void
+copy_answer(struct answer *a, const struct ps_dwarf_frame *f, int n)
+{
+	int i;
+
+	memset(a, 0, sizeof(*a));
+	a->n = n;
+	for (i = 0; i < n; i++) {
+		snprintf(a->f[i].name, sizeof(a->f[i].name), "%s", f[i].name);
+		a->f[i].has_linkage = f[i].linkage != NULL;
+		snprintf(a->f[i].linkage, sizeof(a->f[i].linkage), "%s",
+			 f[i].linkage ? f[i].linkage : "");
+		snprintf(a->f[i].file, sizeof(a->f[i].file), "%s", f[i].file);
+		a->f[i].line = f[i].line;
+		a->f[i].decl = f[i].decl_line;
+	}
+}
+
+static int
+same_answer(const struct answer *a, const struct answer *b)
+{
+	return !memcmp(a, b, sizeof(*a));
+}
+
+struct object {
+	const char *want;       /* basename part to match */
+	char path[PATH_MAX];
+	uintptr_t bias;
+};
+
+static int
+find_object(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct object *o = arg;
+
+	(void)size;
+	if (!info->dlpi_name || !strstr(info->dlpi_name, o->want))
+		return 0;
+	snprintf(o->path, sizeof(o->path), "%s", info->dlpi_name);
+	o->bias = info->dlpi_addr;
+	return 1;
+}
+
+static char top[64], dir[PATH_MAX];
+
+/* dir: a cache directory, made as the uploader makes it. */
+static void
+make_dir(void)
+{
+	const char *why;
+
+	snprintf(top, sizeof(top), "/tmp/check_symcache.XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(top));
+	snprintf(dir, sizeof(dir), "%s/xdg/pyroshim", top);
+	ck_assert_int_eq(ps_symcache_dir_check(dir, &why), 0);
+}
+
+static void
+remove_dir(void)
+{
+	char cmd[PATH_MAX + 32];
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", top);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+static const uint8_t id1[20] = { 0xde, 0xad, 0xbe, 0xef, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,
+				 13, 14, 15, 16 };
+static const uint8_t id2[20] = { 0xfe, 0xed, 0xfa, 0xce, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,
+				 13, 14, 15, 16 };
+
+static void
+id_path(const uint8_t *id, char *out)
+{
+	int n = snprintf(out, PATH_MAX, "%s/", dir), i;
+
+	for (i = 0; i < 20; i++)
+		n += snprintf(out + n, 3, "%02x", id[i]);
+}
+
+static const struct ps_dwarf_frame chain2[2] = {
+	{ "inner", NULL, "/src/a.h", 12, 10 },
+	{ "outer", "_Z5outerv", "/src/a.c", 40, 33 },
+};
+static const struct ps_dwarf_frame chain1[1] = {
+	{ "other", NULL, "/src/b.c", 7, 5 },
+};
+
+/* A cache of id with three ranges, saved. */
+static void
+write_three(const uint8_t *id)
+{
+	struct ps_symcache *c;
+
+	ck_assert_int_eq(ps_symcache_open(dir, id, 20, 1 << 20, &c), 0);
+	ck_assert_int_eq(ps_symcache_add(c, 0x1000, 0x1010, 0x1004, chain2, 2), 0);
+	ck_assert_int_eq(ps_symcache_add(c, 0x2000, 0x2008, 0x2000, chain1, 1), 0);
+	ck_assert_int_eq(ps_symcache_add(c, 0x3000, 0x3001, 0x3000, NULL, 0), 0);
+	ck_assert_int_eq(ps_symcache_save(c), 0);
+	ps_symcache_free(c);
+}
+
+static struct ps_symcache_stats
+open_stats(const uint8_t *id)
+{
+	struct ps_symcache_stats st;
+	struct ps_symcache *c;
+
+	ck_assert_int_eq(ps_symcache_open(dir, id, 20, 1 << 20, &c), 0);
+	ps_symcache_get_stats(c, &st);
+	ps_symcache_free(c);
+	return st;
+}
+
+/* ---- ranges against libdw ------------------------------------------------ */
+
+/* Walk `len` bytes from `start` in object o: for every range libdw gives,
+ * its ends, its middle and (when short) every byte must get the same
+ * answer.  Returns the ranges checked; *inlined counts those whose answer
+ * holds an inlined frame. */
+static int
+check_window(struct ps_dwarf *d, const struct object *o, uintptr_t start, size_t len,
+	     int *inlined)
+{
+	struct ps_dwarf_frame f[16];
+	struct answer want, got;
+	uintptr_t a = start, b, valid[2], v2[2];
+	int n, ranges = 0;
+
+	while (a < start + len) {
+		n = ps_dwarf_lookup(d, o->path, o->bias, a, f, 16, valid);
+		ck_assert_int_ge(n, 0);
+		if (valid[1] <= valid[0] || n == 0) {
+			a++;
+			continue;
+		}
+		ck_assert_msg(valid[0] <= a && a < valid[1], "%s+%lx outside its range", o->path,
+			      (unsigned long)(a - o->bias));
+		copy_answer(&want, f, n);
+		*inlined += n > 1;
+		for (b = valid[0]; b < valid[1];) {
+			ck_assert_int_eq(ps_dwarf_lookup(d, o->path, o->bias, b, f, 16, v2), n);
+			copy_answer(&got, f, n);
+			ck_assert_msg(same_answer(&want, &got),
+				      "%s+%lx: %s:%d, but %s:%d at +%lx in the same range",
+				      o->path, (unsigned long)(a - o->bias), want.f[0].file,
+				      want.f[0].line, got.f[0].file, got.f[0].line,
+				      (unsigned long)(b - o->bias));
+			/* Short ranges byte by byte; long ones at both ends
+			 * and in the middle. */
+			if (valid[1] - valid[0] <= 32)
+				b++;
+			else if (b == valid[0])
+				b = valid[0] + (valid[1] - valid[0]) / 2;
+			else if (b < valid[1] - 1)
+				b = valid[1] - 1;
+			else
+				b = valid[1];
+		}
+		ranges++;
+		a = valid[1];
+	}
+	return ranges;
+}
+
+START_TEST(symcache_ranges_agree_with_dwarf)
+{
+	/* libc's (libc6-dbg's DWARF, -O2 with inlining) and this program's. */
+	static const char *const libc_funcs[] = { "malloc", "qsort", "strtod", "getaddrinfo",
+						  "vfprintf" };
+	struct object libc = { .want = "libc.so.6" }, self = { .want = "" };
+	struct ps_dwarf *d;
+	int ranges = 0, inlined = 0;
+	size_t i;
+	void *p;
+
+	ck_assert_int_eq(dl_iterate_phdr(find_object, &libc), 1);
+	ck_assert_int_eq(ps_dwarf_new(&d, 1ull << 30), 0);
+	for (i = 0; i < sizeof(libc_funcs) / sizeof(*libc_funcs); i++) {
+		p = dlsym(RTLD_DEFAULT, libc_funcs[i]);
+		ck_assert_ptr_nonnull(p);
+		ranges += check_window(d, &libc, (uintptr_t)p, 4096, &inlined);
+	}
+	/* The executable: the first object dl_iterate_phdr reports. */
+	ck_assert_int_eq(dl_iterate_phdr(find_object, &self), 1);
+	ck_assert_int_gt(readlink("/proc/self/exe", self.path, sizeof(self.path) - 1), 0);
+	ranges += check_window(d, &self, (uintptr_t)check_window, 1024, &inlined);
+	/* libc6-dbg is installed by the README's setup: without it libc has
+	 * no lines and only this program's ranges are checked. */
+	ck_assert_msg(ranges > 200, "only %d ranges checked", ranges);
+	ck_assert_msg(inlined > 20, "only %d ranges with inlined frames", inlined);
+	ps_dwarf_free(d);
+}
+END_TEST
+
+/* ---- the file ------------------------------------------------------------ */
+
+START_TEST(symcache_round_trips_and_cuts_overlaps)
+{
+	struct ps_dwarf_frame f[16];
+	struct ps_symcache_stats st;
+	struct ps_symcache *c;
+	struct stat sb;
+	uint64_t end;
+	char path[PATH_MAX];
+	const char *why;
+
+	make_dir();
+	ck_assert_int_eq(ps_symcache_dir_check(dir, &why), 0);
+	ck_assert_int_eq(stat(dir, &sb), 0);
+	ck_assert_uint_eq(sb.st_mode & 0777, 0700);
+	write_three(id1);
+	id_path(id1, path);
+	ck_assert_int_eq(stat(path, &sb), 0);
+	ck_assert_uint_eq(sb.st_mode & 0777, 0600);
+
+	ck_assert_int_eq(ps_symcache_open(dir, id1, 20, 1 << 20, &c), 0);
+	ps_symcache_get_stats(c, &st);
+	ck_assert_int_eq(st.loaded, 1);
+	ck_assert_int_eq(st.rejected, 0);
+	ck_assert_uint_eq(st.ranges, 3);
+	ck_assert_int_eq(ps_symcache_find(c, 0x100f, f, 16, &end), 2);
+	ck_assert_uint_eq(end, 0x1010);
+	ck_assert_str_eq(f[0].name, "inner");
+	ck_assert_ptr_null(f[0].linkage);
+	ck_assert_str_eq(f[1].linkage, "_Z5outerv");
+	ck_assert_str_eq(f[1].file, "/src/a.c");
+	ck_assert_int_eq(f[1].line, 40);
+	ck_assert_int_eq(f[1].decl_line, 33);
+	ck_assert_int_eq(ps_symcache_find(c, 0x3000, f, 16, &end), 0);
+	ck_assert_int_eq(ps_symcache_find(c, 0x1010, f, 16, &end), -ENOENT);
+	ck_assert_int_eq(ps_symcache_find(c, 0xfff, f, 16, &end), -ENOENT);
+	/* At most max frames, innermost first. */
+	ck_assert_int_eq(ps_symcache_find(c, 0x1000, f, 1, &end), 1);
+	ck_assert_str_eq(f[0].name, "inner");
+	/* A new range is cut where it meets kept ones. */
+	ck_assert_int_eq(ps_symcache_add(c, 0x1008, 0x2004, 0x1800, chain1, 1), 0);
+	ck_assert_int_eq(ps_symcache_find(c, 0x100f, f, 16, &end), 2);
+	ck_assert_int_eq(ps_symcache_find(c, 0x1010, f, 16, &end), 1);
+	ck_assert_uint_eq(end, 0x2000);
+	ck_assert_int_eq(ps_symcache_add(c, 0x10, 0x20, 0x30, chain1, 1), -EINVAL);
+	ps_symcache_free(c);
+	ck_assert_uint_eq(open_stats(id1).ranges, 4);
+	remove_dir();
+}
+END_TEST
+
+START_TEST(symcache_rejects_every_corrupted_byte)
+{
+	struct ps_symcache_stats st;
+	unsigned char img[4096];
+	char path[PATH_MAX];
+	ssize_t n, i;
+	int fd;
+
+	make_dir();
+	write_three(id1);
+	id_path(id1, path);
+	fd = open(path, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	n = read(fd, img, sizeof(img));
+	close(fd);
+	ck_assert_int_gt(n, 96);
+	ck_assert_int_lt(n, (ssize_t)sizeof(img));
+	for (i = 0; i <= n; i++) {
+		fd = open(path, O_WRONLY | O_TRUNC);
+		ck_assert_int_ge(fd, 0);
+		if (i < n)
+			img[i] ^= 0x41;
+		/* i == n: the file cut short by one byte. */
+		ck_assert_int_eq(write(fd, img, (size_t)(i < n ? n : n - 1)), i < n ? n : n - 1);
+		close(fd);
+		if (i < n)
+			img[i] ^= 0x41;
+		st = open_stats(id1);
+		ck_assert_msg(st.ranges == 0 && st.rejected == 1 && st.loaded == 0,
+			      "byte %zd flipped: %u ranges read", i, st.ranges);
+	}
+	remove_dir();
+}
+END_TEST
+
+START_TEST(symcache_rejects_another_build_id_and_untrusted_files)
+{
+	char p1[PATH_MAX], p2[PATH_MAX], cmd[3 * PATH_MAX];
+	struct ps_symcache_stats st;
+
+	make_dir();
+	write_three(id1);
+	id_path(id1, p1);
+	id_path(id2, p2);
+	/* The right name, another object's contents. */
+	snprintf(cmd, sizeof(cmd), "cp -p '%s' '%s'", p1, p2);
+	ck_assert_int_eq(system(cmd), 0);
+	st = open_stats(id2);
+	ck_assert_int_eq(st.rejected, 1);
+	ck_assert_uint_eq(st.ranges, 0);
+	/* A symbolic link to a valid file. */
+	ck_assert_int_eq(unlink(p2), 0);
+	ck_assert_int_eq(rename(p1, p2), 0);
+	ck_assert_int_eq(symlink(p2, p1), 0);
+	st = open_stats(id1);
+	ck_assert_int_eq(st.rejected, 1);
+	ck_assert_uint_eq(st.ranges, 0);
+	/* Writable by others. */
+	ck_assert_int_eq(unlink(p1), 0);
+	ck_assert_int_eq(rename(p2, p1), 0);
+	ck_assert_int_eq(chmod(p1, 0666), 0);
+	st = open_stats(id1);
+	ck_assert_int_eq(st.rejected, 1);
+	ck_assert_int_eq(chmod(p1, 0600), 0);
+	ck_assert_uint_eq(open_stats(id1).ranges, 3);
+	/* Another user's (only root can give a file away). */
+	if (geteuid() == 0) {
+		ck_assert_int_eq(chown(p1, 65534, 65534), 0);
+		st = open_stats(id1);
+		ck_assert_int_eq(st.rejected, 1);
+		ck_assert_uint_eq(st.ranges, 0);
+	}
+	remove_dir();
+}
+END_TEST
+
+START_TEST(symcache_directory_must_be_private)
+{
+	char link[PATH_MAX + 8];
+	const char *why;
+
+	make_dir();
+	/* Made with its parent, mode 0700. */
+	ck_assert_int_eq(ps_symcache_dir_check(dir, &why), 0);
+	ck_assert_int_eq(chmod(dir, 0755), 0);
+	ck_assert_int_eq(ps_symcache_dir_check(dir, &why), -EPERM);
+	ck_assert_msg(strstr(why, "open to other users") != NULL, "%s", why);
+	ck_assert_int_eq(chmod(dir, 0700), 0);
+	snprintf(link, sizeof(link), "%s.lnk", dir);
+	ck_assert_int_eq(symlink(dir, link), 0);
+	ck_assert_int_eq(ps_symcache_dir_check(link, &why), -EPERM);
+	ck_assert_str_eq(why, "a symbolic link");
+	ck_assert_int_eq(ps_symcache_dir_check("relative/dir", &why), -EINVAL);
+	if (geteuid() == 0) {
+		ck_assert_int_eq(chown(dir, 65534, 65534), 0);
+		ck_assert_int_eq(ps_symcache_dir_check(dir, &why), -EPERM);
+		ck_assert_str_eq(why, "owned by another user");
+	}
+	ck_assert_int_eq(unlink(link), 0);
+	remove_dir();
+}
+END_TEST
+
+START_TEST(symcache_merges_two_writers)
+{
+	struct ps_dwarf_frame f[16];
+	struct ps_symcache *a, *b, *c;
+	uint64_t end;
+	const char *why;
+
+	make_dir();
+	ck_assert_int_eq(ps_symcache_dir_check(dir, &why), 0);
+	ck_assert_int_eq(ps_symcache_open(dir, id1, 20, 1 << 20, &a), 0);
+	ck_assert_int_eq(ps_symcache_open(dir, id1, 20, 1 << 20, &b), 0);
+	ck_assert_int_eq(ps_symcache_add(a, 0x100, 0x110, 0x100, chain1, 1), 0);
+	ck_assert_int_eq(ps_symcache_add(b, 0x200, 0x210, 0x200, chain2, 2), 0);
+	ck_assert_int_eq(ps_symcache_save(a), 0);
+	ck_assert_int_eq(ps_symcache_save(b), 0);
+	ck_assert_int_eq(ps_symcache_open(dir, id1, 20, 1 << 20, &c), 0);
+	ck_assert_int_eq(ps_symcache_find(c, 0x105, f, 16, &end), 1);
+	ck_assert_int_eq(ps_symcache_find(c, 0x205, f, 16, &end), 2);
+	/* b knows a's range now too; a saving nothing new writes nothing. */
+	ck_assert_int_eq(ps_symcache_find(b, 0x105, f, 16, &end), 1);
+	ps_symcache_free(a);
+	ps_symcache_free(b);
+	ps_symcache_free(c);
+	remove_dir();
+}
+END_TEST
+
+START_TEST(symcache_stays_within_its_bound)
+{
+	struct timespec old[2] = { { 1000000, 0 }, { 1000000, 0 } };
+	char p1[PATH_MAX], p2[PATH_MAX], tmp[PATH_MAX + 16];
+	struct ps_symcache *c;
+	struct stat sb;
+	uint64_t size;
+	int fd;
+
+	make_dir();
+	write_three(id1);
+	id_path(id1, p1);
+	id_path(id2, p2);
+	ck_assert_int_eq(stat(p1, &sb), 0);
+	size = (uint64_t)sb.st_size;
+	/* id1's file is old; a dead writer's temporary file too. */
+	ck_assert_int_eq(utimensat(AT_FDCWD, p1, old, 0), 0);
+	snprintf(tmp, sizeof(tmp), "%s/.x.1.tmp", dir);
+	fd = open(tmp, O_WRONLY | O_CREAT, 0600);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	ck_assert_int_eq(utimensat(AT_FDCWD, tmp, old, 0), 0);
+	/* Room for one file: writing id2's removes id1's, the older. */
+	ck_assert_int_eq(ps_symcache_open(dir, id2, 20, size + size / 2, &c), 0);
+	ck_assert_int_eq(ps_symcache_add(c, 0x1000, 0x1010, 0x1004, chain2, 2), 0);
+	ck_assert_int_eq(ps_symcache_add(c, 0x2000, 0x2008, 0x2000, chain1, 1), 0);
+	ck_assert_int_eq(ps_symcache_add(c, 0x3000, 0x3001, 0x3000, NULL, 0), 0);
+	ck_assert_int_eq(ps_symcache_save(c), 0);
+	ps_symcache_free(c);
+	ck_assert_int_eq(stat(p2, &sb), 0);
+	ck_assert_int_eq(stat(p1, &sb), -1);
+	ck_assert_int_eq(stat(tmp, &sb), -1);
+	/* One object alone larger than the bound is not written. */
+	ck_assert_int_eq(ps_symcache_open(dir, id1, 20, 64, &c), 0);
+	ck_assert_int_eq(ps_symcache_add(c, 0x1000, 0x1010, 0x1004, chain2, 2), 0);
+	ck_assert_int_eq(ps_symcache_save(c), -ENOSPC);
+	ps_symcache_free(c);
+	ck_assert_int_eq(stat(p1, &sb), -1);
+	remove_dir();
+}
+END_TEST
+
+static Suite *
+symcache_suite(void)
+{
+	Suite *s = suite_create("symcache");
+	TCase *tc = tcase_create("core");
+
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, symcache_ranges_agree_with_dwarf);
+	tcase_add_test(tc, symcache_round_trips_and_cuts_overlaps);
+	tcase_add_test(tc, symcache_rejects_every_corrupted_byte);
+	tcase_add_test(tc, symcache_rejects_another_build_id_and_untrusted_files);
+	tcase_add_test(tc, symcache_directory_must_be_private);
+	tcase_add_test(tc, symcache_merges_two_writers);
+	tcase_add_test(tc, symcache_stays_within_its_bound);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int
+main(void)
+{
+	SRunner *sr = srunner_create(symcache_suite());
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,140 @@
+/* fuzz_symcache.c -- libFuzzer target for uploader/symcache.c: a symbol
+ * cache file as another process (or an attacker with the user's rights,
+ * or a full disk) may have left it.
+ *
+ * Input: one control byte, then the file's bytes.  With bit 0 of the
+ * control byte set, the header's build ID is made the one asked for and
+ * its CRC recomputed (offsets from symcache.c's struct head), so that the
+ * checks behind the CRC -- counts, ranges, frame and string offsets -- see
+ * the mutations too.
+ * Invariants:
+ *   - opening never fails but for want of memory, whatever the file;
+ *   - what a valid file answers has at most `max` frames of NUL-terminated
+ *     strings (ASan sees a read past the pool);
+ *   - a file this module writes is read back whole (the ranges added and
+ *     those of a valid input are all there).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "fuzz.h"
+#include "common/log.h"
+#include "uploader/symcache.h"
+
+#define HEAD      96    /* sizeof(struct head) */
+#define HEAD_CRC  92    /* offsetof(struct head, crc) */
+
+static char dir[64];
+static char path[PATH_MAX];
+static const uint8_t id[20] = { 0x12, 0x34, 0x56, 0x78, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,
+				13, 14, 15, 16 };
+
+int
+LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	int fd = open("/dev/null", O_WRONLY | O_CLOEXEC), n, i;
+
+	(void)argc;
+	(void)argv;
+	snprintf(dir, sizeof(dir), "/tmp/fuzz_symcache.XXXXXX");
+	if (fd < 0 || !mkdtemp(dir))
+		abort();
+	ps_log_setup(PS_LOG_ERROR, fd);
+	n = snprintf(path, sizeof(path), "%s/", dir);
+	for (i = 0; i < 20; i++)
+		n += snprintf(path + n, 3, "%02x", id[i]);
+	return 0;
+}
+
+static void
+fix_up(uint8_t *b, size_t n)
+{
+	uint32_t idlen = 20, crc;
+	uLong c;
+
+	memcpy(b + 12, &idlen, 4);
+	memset(b + 16, 0, 64);
+	memcpy(b + 16, id, 20);
+	c = crc32(0L, Z_NULL, 0);
+	c = crc32(c, b, HEAD_CRC);
+	c = crc32(c, b + HEAD, (uInt)(n - HEAD));
+	crc = (uint32_t)c;
+	memcpy(b + HEAD_CRC, &crc, 4);
+}
+
+static void
+query(struct ps_symcache *c, uint64_t a)
+{
+	struct ps_dwarf_frame f[8];
+	uint64_t end = 0;
+	int n = ps_symcache_find(c, a, f, 8, &end);
+
+	FUZZ_ASSERT(n == -ENOENT || (n >= 0 && n <= 8));
+	for (int k = 0; k < n; k++) {
+		FUZZ_ASSERT(strlen(f[k].name) < (1u << 26) && strlen(f[k].file) < (1u << 26));
+		if (f[k].linkage)
+			(void)strlen(f[k].linkage);
+	}
+	if (n >= 0)
+		FUZZ_ASSERT(end > a);
+}
+
+int
+LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	static const struct ps_dwarf_frame fr = { "fuzz", NULL, "/f.c", 1, 1 };
+	struct ps_symcache_stats st, st2;
+	struct ps_symcache *c;
+	uint8_t *b;
+	int fd, rc;
+
+	if (size < 1 || size > (1u << 20))
+		return 0;
+	b = malloc(size);
+	if (!b)
+		return 0;
+	memcpy(b, data + 1, size - 1);
+	if ((data[0] & 1) && size - 1 >= HEAD)
+		fix_up(b, size - 1);
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	FUZZ_ASSERT(fd >= 0);
+	FUZZ_ASSERT(write(fd, b, size - 1) == (ssize_t)(size - 1));
+	close(fd);
+	rc = ps_symcache_open(dir, id, 20, 1u << 30, &c);
+	FUZZ_ASSERT(rc == 0 || rc == -ENOMEM);
+	if (rc) {
+		free(b);
+		return 0;
+	}
+	ps_symcache_get_stats(c, &st);
+	FUZZ_ASSERT(st.loaded + st.rejected <= 1);
+	FUZZ_ASSERT(st.loaded || st.ranges == 0);
+	query(c, 0);
+	for (size_t i = 0; i + 8 <= size - 1 && i < 256; i += 8) {
+		uint64_t a;
+
+		memcpy(&a, b + i, 8);
+		query(c, a);
+		query(c, a - 1);
+	}
+	/* Round trip: one range more, written and read back. */
+	rc = ps_symcache_add(c, 1ull << 62, (1ull << 62) + 16, 1ull << 62, &fr, 1);
+	FUZZ_ASSERT(rc == 0 || rc == -ENOMEM || rc == -ENOSPC);
+	ps_symcache_get_stats(c, &st);
+	if (rc == 0 && ps_symcache_save(c) == 0) {
+		struct ps_symcache *d;
+
+		FUZZ_ASSERT(ps_symcache_open(dir, id, 20, 1u << 30, &d) == 0);
+		ps_symcache_get_stats(d, &st2);
+		FUZZ_ASSERT(st2.loaded == 1 && st2.ranges == st.ranges);
+		query(d, 1ull << 62);
+		ps_symcache_free(d);
+	}
+	ps_symcache_free(c);
+	free(b);
+	return 0;
+}

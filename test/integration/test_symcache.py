@@ -1,0 +1,164 @@
+"""The symbol cache (issue 22, part 2): source lines kept per build ID in
+$XDG_CACHE_HOME/pyroshim, so that a second run reads them instead of DWARF.
+
+The workload is test/prog/lines (see test_lines.py): its second run must
+answer its source look-ups from the cache, with the same hot lines and
+inlined frames that DWARF gives (read with `go tool pprof`); a corrupt
+file, a directory that is a symbolic link or another user's, and
+PYROSCOPE_SYMBOL_CACHE_SIZE=0 leave the profiles as they are without the
+cache.
+
+How many look-ups the second run may still send to DWARF: the first run
+completes every function it looked up (symbols.c, complete()), so only a
+function that the first run never sampled is new.  The four phases run
+600 ms each at 250 Hz (about 600 samples in the same few loops), so such
+a function is one of the few samples of start-up or exit; a tenth of the
+look-ups is far above that and far below the first run's (all of them)."""
+import os
+import re
+import shutil
+import stat
+import tempfile
+import time
+import unittest
+
+from common import PROG, ShimTest, clean_env, have_go, run
+from test_lines import assert_hot_lines
+
+LOOKUPS = re.compile(r"source lines: (\d+) looked up in DWARF, (\d+) answered by the symbol "
+                     r"cache \((\d+) files read, (\d+) not used")
+
+
+@unittest.skipUnless(have_go(), "go tool pprof is not installed")
+class SymbolCache(ShimTest):
+    def setUp(self):
+        super().setUp()
+        self.xdg = os.path.join(self.tmp, "xdg")
+        self.cache = os.path.join(self.xdg, "pyroshim")
+        self.runs = 0
+
+    def lines(self, extra=None):
+        """Run the workload; wait for its helper's last log line (the
+        cache is written after the program's profiles, once the program
+        no longer waits).  Returns (cpu profile, log text)."""
+        self.runs += 1
+        out = os.path.join(self.tmp, "p%d" % self.runs)
+        log = os.path.join(self.tmp, "log%d" % self.runs)
+        env = clean_env({"PYROSCOPE_OUTPUT_DIR": out, "PYROSCOPE_SAMPLE_RATE": "250",
+                         "PYROSCOPE_APPLICATION_NAME": "lines", "PYROSCOPE_LOG_LEVEL": "debug",
+                         "PYROSCOPE_LOG_FILE": log, "XDG_CACHE_HOME": self.xdg})
+        env.update(extra or {})
+        r = run([os.path.join(PROG, "lines"), "600"], env, timeout=120)
+        self.assertEqual((r.rc, r.out, r.err), (0, b"done\n", b""))
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with open(log) as f:
+                text = f.read()
+            if "uploader: helper used" in text:
+                break
+            time.sleep(0.05)
+        else:
+            self.fail("the helper did not end: " + text[-2000:])
+        (cpu,) = [os.path.join(out, f) for f in os.listdir(out) if f.endswith(".cpu.pb.gz")]
+        return cpu, text
+
+    def counts(self, text):
+        m = LOOKUPS.search(text)
+        self.assertTrue(m, text[-2000:])
+        return tuple(int(g) for g in m.groups())
+
+    def assert_hot_lines(self, cpu):
+        rows = assert_hot_lines(self, cpu)
+        self.assertTrue([k for k in rows if k[1].endswith("stdlib/msort.c") and k[2] > 0],
+                        "no libc line: %s" % sorted(rows)[:30])
+
+    def cache_files(self):
+        return sorted(f for f in os.listdir(self.cache) if re.fullmatch(r"[0-9a-f]{16,128}", f))
+
+    def test_second_run_reads_the_cache_instead_of_dwarf(self):
+        cpu1, log1 = self.lines()
+        dwarf1, cached1, read1, _ = self.counts(log1)
+        self.assertGreater(dwarf1, 20, log1[-1500:])
+        self.assertEqual(read1, 0)
+        # Per user, private: the directory 0700, one file per object.
+        self.assertEqual(stat.S_IMODE(os.stat(self.cache).st_mode), 0o700)
+        files = self.cache_files()
+        self.assertGreaterEqual(len(files), 3, files)   # lines, liblines.so, libc
+        for f in files:
+            self.assertEqual(stat.S_IMODE(os.stat(os.path.join(self.cache, f)).st_mode), 0o600)
+
+        cpu2, log2 = self.lines()
+        dwarf2, cached2, read2, bad2 = self.counts(log2)
+        self.assertGreaterEqual(read2, 3, log2[-1500:])
+        self.assertEqual(bad2, 0)
+        self.assertLessEqual(dwarf2 * 10, dwarf2 + cached2,
+                             "second run: %d DWARF look-ups, %d from the cache" % (dwarf2, cached2))
+        self.assert_hot_lines(cpu1)
+        self.assert_hot_lines(cpu2)
+
+    def test_corrupt_files_are_ignored_and_replaced(self):
+        self.lines()
+        for f in self.cache_files():
+            with open(os.path.join(self.cache, f), "r+b") as fh:
+                data = bytearray(fh.read())
+                for i in range(100, len(data), 97):
+                    data[i] ^= 0xff
+                fh.seek(0)
+                fh.write(data)
+        cpu, log = self.lines()
+        self.assertIn("symbol cache: the file for", log)
+        dwarf, _, read, bad = self.counts(log)
+        self.assertEqual(read, 0)
+        self.assertGreaterEqual(bad, 3)
+        self.assertGreater(dwarf, 20)
+        self.assert_hot_lines(cpu)
+        # Rewritten whole: the next run reads every file.
+        _, log = self.lines()
+        _, _, read, bad = self.counts(log)
+        self.assertGreaterEqual(read, 3)
+        self.assertEqual(bad, 0)
+
+    def test_untrusted_directories_are_not_used(self):
+        elsewhere = os.path.join(self.tmp, "elsewhere")
+        os.makedirs(elsewhere, mode=0o700)
+        os.makedirs(self.xdg)
+        os.symlink(elsewhere, self.cache)
+        cpu, log = self.lines()
+        self.assertIn("symbol cache %s not used: a symbolic link" % self.cache, log)
+        self.assertEqual(os.listdir(elsewhere), [])
+        self.assert_hot_lines(cpu)
+        os.unlink(self.cache)
+        os.makedirs(self.cache, mode=0o700)
+        os.chmod(self.cache, 0o755)
+        _, log = self.lines()
+        self.assertIn("not used: open to other users", log)
+        self.assertEqual(os.listdir(self.cache), [])
+        if os.geteuid() == 0:
+            os.chmod(self.cache, 0o700)
+            os.chown(self.cache, 65534, 65534)
+            _, log = self.lines()
+            self.assertIn("not used: owned by another user", log)
+            self.assertEqual(os.listdir(self.cache), [])
+
+    def test_size_zero_turns_it_off(self):
+        cpu, log = self.lines({"PYROSCOPE_SYMBOL_CACHE_SIZE": "0"})
+        self.assertFalse(os.path.exists(self.xdg))
+        dwarf, cached, _, _ = self.counts(log)
+        self.assertGreater(dwarf, 20)
+        self.assertEqual(cached, 0)
+        self.assert_hot_lines(cpu)
+
+    def test_bound_keeps_the_directory_small(self):
+        # 12 KiB: room for the program's own objects' answers (under 8
+        # KiB together), not for libc's (about 27 KiB): those are used in
+        # this run and not written.
+        cpu, log = self.lines({"PYROSCOPE_SYMBOL_CACHE_SIZE": "12KiB"})
+        self.assertIn(", full)", log)
+        sizes = [os.path.getsize(os.path.join(self.cache, f)) for f in os.listdir(self.cache)]
+        self.assertGreaterEqual(len(sizes), 2, sizes)
+        self.assertLessEqual(sum(sizes), 12 * 1024)
+        self.assert_hot_lines(cpu)
+
+
+if __name__ == "__main__":
+    unittest.main()
