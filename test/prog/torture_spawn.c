@@ -77,7 +77,10 @@ vfork_exec(const char *path, char *const args[])
 	return pid;
 }
 
-#define LONG_MS 40.0
+/* Long enough for a sample whatever the load: this VM's kernel delivers
+ * CPU-timer signals late under load, sometimes none in 40 ms of CPU (seen
+ * with a bare timer_create program too); 200 ms always got several. */
+#define LONG_MS 200.0
 
 static double
 thread_ms(void)
