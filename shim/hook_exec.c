@@ -34,8 +34,10 @@ before(void)
 	int was = -1;
 
 	if (ps_process_is_self()) {
-		ps_process_before_exec();
+		/* The timer first: its last expiries go into this image's
+		 * last pass. */
 		was = ps_sampler_disarm();
+		ps_process_before_exec();
 	}
 	ps_sigvirt_before_exec();
 	return was;

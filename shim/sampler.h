@@ -7,8 +7,8 @@
  *
  * Two timer modes (PYROSCOPE_CPU_TIMER).  `thread`, the default: each
  * thread has its own timer_create(CLOCK_THREAD_CPUTIME_ID) timer whose
- * signal goes to that thread (SIGEV_THREAD_ID), and each sample weighs
- * exactly that thread's CPU time since its previous sample.  Threads are
+ * signal goes to that thread (SIGEV_THREAD_ID), with a random first
+ * expiry and one period per expiry (ps_sampler_first).  Threads are
  * covered from pthread_create (hook_thread.c) and their timer is deleted
  * when they end.  `process`: one timer_create(CLOCK_PROCESS_CPUTIME_ID)
  * timer for the process, whose signal lands on whichever thread runs, each
@@ -31,15 +31,18 @@ enum { PS_TIMER_THREAD = 0, PS_TIMER_PROCESS = 1 };
 int ps_sampler_start(unsigned hz, int mode, int sig) PS_WUR;
 
 /* Thread mode: give the calling (new) thread its timer.  `start` is the
- * thread's start routine: the CPU the thread uses after its last sample is
- * recorded under it when the thread ends.
+ * thread's start routine: the expiries the thread passes without a signal
+ * (see ps_sampler_first) are recorded under it when the thread ends.
  * Context: a new host thread, before its start routine. */
 void ps_sampler_thread_start(void *start);
 
 /* Stop the timer (thread mode: the calling thread's) and consume any
  * sample already pending, so that an exec
- * cannot carry a profiling signal into an image with no handler.  Returns 1
- * if the timer was armed (pass it to ps_sampler_rearm), else 0.
+ * cannot carry a profiling signal into an image with no handler; in
+ * thread mode, record the expiries the calling thread passed without a
+ * signal, under its start routine (the main thread's: the program's entry
+ * point), as at a thread's end.  Returns 1 if the timer was armed (pass it
+ * to ps_sampler_rearm), else 0.
  * Context: any thread, outside the handler; async-signal-safe. */
 int ps_sampler_disarm(void);
 
@@ -54,6 +57,27 @@ void ps_sampler_child(void);
 void ps_sampler_stop(void);
 
 /* ---- the weight arithmetic (check_sampler) ---------------------------- */
+
+/* Thread mode's expiries.  Each weighs one period, and the first comes at
+ * a point drawn uniformly in (0, period] of the thread's CPU time: then
+ * the expected number of expiries in any length L of CPU is L / period,
+ * so threads and processes of any length, a few ms included, are counted
+ * without bias and their samples fall where their CPU went.  The count
+ * starts at the thread's CPU clock's 0 (its creation, or for an exec'd
+ * image the fork that made the process: the loader's CPU counts) when
+ * that is less than PS_SAMPLER_FRESH_NS of CPU ago, else at arming (an
+ * image that exec'd after running longer already counted what it ran; an
+ * exec chain through short images counts the earlier images' CPU twice,
+ * at most this bound). */
+#define PS_SAMPLER_FRESH_NS (20ull * 1000000)
+
+/* The CPU time of the first expiry for a thread whose CPU clock reads now,
+ * from `random` (any 64 bits).  Context: any. */
+uint64_t ps_sampler_first(uint64_t now, uint64_t period, uint64_t random);
+
+/* How many expiries from *next (the next one's CPU time) on are at or
+ * before now; *next moved past them.  Context: async-signal-safe. */
+uint64_t ps_sampler_crossed(uint64_t *next, uint64_t period, uint64_t now) PS_SIGSAFE;
 
 /* The time from *seen to now, and *seen moved to now; 0 if now is not
  * past it.  The baseline only moves forward, so two handlers racing on two

@@ -80,6 +80,70 @@ START_TEST(take_since_splits_time_between_racing_threads)
 }
 END_TEST
 
+START_TEST(first_expiry_is_within_one_period_of_its_base)
+{
+	uint64_t r;
+
+	for (r = 0; r < 1000; r++) {
+		/* A fresh thread: from its CPU clock's 0. */
+		uint64_t f = ps_sampler_first(3 * MS, 10 * MS, r * 0x9e3779b97f4a7c15ull);
+
+		ck_assert_uint_ge(f, 1);
+		ck_assert_uint_le(f, 10 * MS);
+		/* One that ran for longer before: from now. */
+		f = ps_sampler_first(PS_SAMPLER_FRESH_NS, 10 * MS, r * 0x9e3779b97f4a7c15ull);
+		ck_assert_uint_gt(f, PS_SAMPLER_FRESH_NS);
+		ck_assert_uint_le(f, PS_SAMPLER_FRESH_NS + 10 * MS);
+	}
+	ck_assert_uint_eq(ps_sampler_first(0, 10 * MS, 0), 1);
+	ck_assert_uint_eq(ps_sampler_first(0, 10 * MS, 10 * MS - 1), 10 * MS);
+}
+END_TEST
+
+START_TEST(crossed_counts_each_expiry_once)
+{
+	uint64_t next = 5 * MS;
+
+	ck_assert_uint_eq(ps_sampler_crossed(&next, 10 * MS, 4 * MS), 0);
+	ck_assert_uint_eq(next, 5 * MS);
+	ck_assert_uint_eq(ps_sampler_crossed(&next, 10 * MS, 5 * MS), 1);
+	ck_assert_uint_eq(next, 15 * MS);
+	ck_assert_uint_eq(ps_sampler_crossed(&next, 10 * MS, 15 * MS - 1), 0);
+	ck_assert_uint_eq(ps_sampler_crossed(&next, 10 * MS, 47 * MS), 4);
+	ck_assert_uint_eq(next, 55 * MS);
+	ck_assert_uint_eq(ps_sampler_crossed(&next, 10 * MS, 47 * MS), 0);
+}
+END_TEST
+
+/* The point of the random first expiry: for any length of CPU, short or
+ * long, the expected count of expiries times the period is that length.
+ * 200000 threads of each length, phases from a fixed LCG (deterministic):
+ * the count of one is Bernoulli-like with variance at most 1/4, so the
+ * mean's standard error is at most 0.5 / sqrt(200000) = 0.0011 periods;
+ * 0.01 periods is 9 of them. */
+START_TEST(expiries_count_any_length_without_bias)
+{
+	static const uint64_t len[] = { 1 * MS / 10, 3 * MS, 4250 * 1000, 9 * MS, 26500 * 1000,
+					123 * MS };
+	uint64_t x = 42;
+
+	for (size_t k = 0; k < sizeof(len) / sizeof(*len); k++) {
+		double n = 0, want = (double)len[k] / (10 * MS);
+
+		for (int i = 0; i < 200000; i++) {
+			uint64_t next;
+
+			x = x * 6364136223846793005ull + 1442695040888963407ull;
+			next = ps_sampler_first(0, 10 * MS, x >> 11);
+			n += (double)ps_sampler_crossed(&next, 10 * MS, len[k]);
+		}
+		n /= 200000;
+		ck_assert_msg(n > want - 0.01 && n < want + 0.01, "%llu ns: %.4f expiries, want %.4f",
+			      (unsigned long long)len[k], n, want);
+	}
+}
+END_TEST
+
 static Suite *
 sampler_suite(void)
 {
@@ -91,6 +155,9 @@ sampler_suite(void)
 	tcase_add_test(tc, take_since_returns_the_time_since_the_last_sample);
 	tcase_add_test(tc, take_since_never_goes_back_nor_counts_twice);
 	tcase_add_test(tc, take_since_splits_time_between_racing_threads);
+	tcase_add_test(tc, first_expiry_is_within_one_period_of_its_base);
+	tcase_add_test(tc, crossed_counts_each_expiry_once);
+	tcase_add_test(tc, expiries_count_any_length_without_bias);
 	suite_add_tcase(s, tc);
 	return s;
 }
