@@ -1377,18 +1377,33 @@ Bench.wait_generator = _wait_generator
 TREE_WAIT = os.path.join(BB, "tree_wait")
 BURN_MS = os.path.join(BB, "burn_ms")
 TREE_DWARF0 = "shim, PYROSCOPE_DWARF_MEMORY=0"
-TREE_CONFIGS = ["none", "shim (default)", TREE_DWARF0, "bare interposer"]
+TREE_COLD = "shim, symbol cache cold"
+TREE_CONFIGS = ["none", TREE_COLD, "shim (default)", TREE_DWARF0, "bare interposer"]
 
 
-def _tree_vars(c, d):
-    """The VAR=VALUE pairs tree_wait sets in the measured command only."""
+def _tree_vars(self, c, d):
+    """The VAR=VALUE pairs tree_wait sets in the measured command only.
+    The symbol cache (XDG_CACHE_HOME/pyroshim) is the bench's own: "shim
+    (default)" uses one that a first, untimed run of the same workload
+    filled (what every run after a user's first gets), the cold one a
+    fresh empty one per run (a user's first run)."""
     if c == "none":
         return []
     if c == "bare interposer":
         return ["LD_PRELOAD=" + BARE]
     # The shim's defaults: nothing but the output directory (fresh per run).
-    return ["LD_PRELOAD=" + SHIM, "PYROSCOPE_OUTPUT_DIR=" + d] + \
+    return ["LD_PRELOAD=" + SHIM, "PYROSCOPE_OUTPUT_DIR=" + d,
+            "XDG_CACHE_HOME=" + (os.path.join(d, "xdg") if c == TREE_COLD else
+                                 os.path.join(self.tmp, "warm-cache"))] + \
         (["PYROSCOPE_DWARF_MEMORY=0"] if c == TREE_DWARF0 else [])
+
+
+def _tree_interleave(self, configs, rounds, make):
+    """interleave(), after one untimed run of the warm configuration (its
+    symbol cache filled as by a user's first run)."""
+    if "shim (default)" in configs:
+        make("shim (default)", -1)
+    return interleave(configs, rounds, make)
 
 
 def _folded_ns(d):
@@ -1414,7 +1429,7 @@ def _tree_run(self, c, argv, n=1, cwd=None):
     (orphans per run), .folded (_folded_ns of the output)."""
     d = tempfile.mkdtemp(prefix="tree-", dir=self.tmp)
     try:
-        res = self.run_task_clock([TREE_WAIT, str(n)] + _tree_vars(c, d) + ["--"] + argv(d),
+        res = self.run_task_clock([TREE_WAIT, str(n)] + self.tree_vars(c, d) + ["--"] + argv(d),
                                   base_env(), self.tree_perf, cwd=cwd)
         m = re.search(r"^tree_wait: runs \d+ prog_wall_ns (\d+) tree_wall_ns (\d+) prog_cpu_ns (\d+) "
                       r"orphan_cpu_ns (\d+) orphans (\d+)$", res.err, re.M)
@@ -1492,7 +1507,9 @@ def _process_trees(self):
     self.emit("Every run under `build/bench/tree_wait` (a child subreaper that waits for the "
               "shim's helpers before the next run); wall = the command's own (fork to its end); "
               "CPU = %s; ratios are medians of per-round ratios to `none`; each run writes to a "
-              "fresh directory." % cpu)
+              "fresh directory.  Symbol cache (XDG_CACHE_HOME): `%s` gets an empty one per run "
+              "(a user's first run); `shim (default)` one that an untimed first run of the same "
+              "workload filled (every later run)." % (cpu, TREE_COLD))
     self.emit()
     rows = []
     k, rounds = self.s["tree_loop"], self.s["tree_rounds"]
@@ -1500,11 +1517,11 @@ def _process_trees(self):
                            "for ((i = 0; i < %d; i++)); do /bin/true; done" % k),
                           ("bash loop, %d x `echo x | sed s/x/y/`" % k,
                            "for ((i = 0; i < %d; i++)); do echo x | sed s/x/y/ >/dev/null; done" % k)):
-        res = interleave(TREE_CONFIGS, rounds,
+        res = self.tree_interleave(TREE_CONFIGS, rounds,
                          lambda c, r: self.tree_run(c, lambda d: ["bash", "-c", script]))
         self.tree_rows(res, label, rows)
     n = self.s["tree_gen_n"]
-    res = interleave(TREE_CONFIGS, self.s["tree_gen_rounds"],
+    res = self.tree_interleave(TREE_CONFIGS, self.s["tree_gen_rounds"],
                      lambda c, r: self.tree_run(c, lambda d: [GEN, str(n), os.path.join(d, "out.json")]))
     self.tree_rows(res, "`examples/generator %d out.json` (%d rounds)" % (n, self.s["tree_gen_rounds"]), rows)
     gen = res
@@ -1515,7 +1532,7 @@ def _process_trees(self):
             if f.endswith(".o") or f == "prog":
                 os.unlink(os.path.join(proj, f))
         return self.tree_run(c, lambda d: ["make", "-s", "-j2"], cwd=proj)
-    res = interleave(TREE_CONFIGS, self.s["tree_make_rounds"], make)
+    res = self.tree_interleave(TREE_CONFIGS, self.s["tree_make_rounds"], make)
     self.tree_rows(res, "clean `make -j2`, synthetic C project of %d files (%d rounds)"
                    % (self.s["tree_files"] + 1, self.s["tree_make_rounds"]), rows)
     mk = res
@@ -1527,7 +1544,7 @@ def _process_trees(self):
     self.emit("### 14a. `/bin/true` alone: %d runs per round, %d interleaved rounds, per process"
               % (nt, self.s["tree_true_rounds"]))
     self.emit()
-    res = interleave(TREE_CONFIGS, self.s["tree_true_rounds"],
+    res = self.tree_interleave(TREE_CONFIGS, self.s["tree_true_rounds"],
                      lambda c, r: self.tree_run(c, lambda d: ["/bin/true"], n=nt))
     rows = []
     for c in TREE_CONFIGS:
@@ -1546,7 +1563,7 @@ def _process_trees(self):
     self.emit("### 14b. The generator against the bare interposer (points of CPU slowdown over `none`)")
     self.emit()
     rows = []
-    for c in ("shim (default)", TREE_DWARF0):
+    for c in (TREE_COLD, "shim (default)", TREE_DWARF0):
         rows.append([c, span(_per_round(gen, c, "bare interposer",
                                         lambda a, b: 100 * (a.cpu - b.cpu) / b.cpu), "%+.1f"),
                      span(_per_round(gen, c, "none", lambda a, b: 100 * (a.cpu / b.cpu - 1)), "%+.1f"),
@@ -1572,7 +1589,7 @@ def _process_trees(self):
                      ", ".join("%s %.3g" % (a, v / len(mk[c])) for a, v in sorted(apps.items()))])
     for cnt, ms in zip(self.s["tree_short"], (3, 25)):
         script = "for ((i = 0; i < %d; i++)); do %s %d; done" % (cnt, BURN_MS, ms)
-        res = interleave(["shim (default)", TREE_DWARF0], self.s["tree_short_rounds"],
+        res = self.tree_interleave(["shim (default)", TREE_DWARF0], self.s["tree_short_rounds"],
                          lambda c, r: self.tree_run(c, lambda d: ["bash", "-c", script]))
         for c in ("shim (default)", TREE_DWARF0):
             for x in res[c]:
@@ -1594,6 +1611,8 @@ def _process_trees(self):
 
 
 Bench.tree_run = _tree_run
+Bench.tree_vars = _tree_vars
+Bench.tree_interleave = _tree_interleave
 Bench.tree_project = _tree_project
 Bench.tree_rows = _tree_rows
 Bench.process_trees = _process_trees
