@@ -226,6 +226,102 @@ START_TEST(symcache_ranges_agree_with_dwarf)
 }
 END_TEST
 
+/* ---- a whole function at once ------------------------------------------- */
+
+struct pieces {
+	uintptr_t lo[4096], hi[4096];
+	struct answer *a;
+	int n, gap;
+};
+
+static int
+take_piece(void *arg, uintptr_t lo, uintptr_t hi, const struct ps_dwarf_frame *f, int n)
+{
+	struct pieces *p = arg;
+
+	ck_assert_uint_lt(lo, hi);
+	if (p->n && lo != p->hi[p->n - 1])
+		p->gap = 1;
+	if (p->n == 4096)
+		return 1;
+	p->lo[p->n] = lo;
+	p->hi[p->n] = hi;
+	copy_answer(&p->a[p->n], f, n);
+	p->n++;
+	return 0;
+}
+
+/* Every piece ps_dwarf_function gives must be what ps_dwarf_lookup answers
+ * at each of its addresses (short pieces byte by byte, long ones at both
+ * ends and the middle), the pieces back to back.  Returns the pieces;
+ * *inlined counts those with an inlined frame. */
+static int
+check_function(struct ps_dwarf *d, const struct object *o, uintptr_t addr, int *inlined)
+{
+	static struct pieces p;
+	struct ps_dwarf_frame f[16];
+	struct answer got;
+	uintptr_t b, v[2];
+	int i, n;
+
+	p.n = p.gap = 0;
+	if (!p.a)
+		p.a = calloc(4096, sizeof(*p.a));
+	ck_assert_ptr_nonnull(p.a);
+	n = ps_dwarf_function(d, o->path, o->bias, addr, 16, take_piece, &p);
+	ck_assert_int_eq(n, p.n);
+	if (n == 0)
+		return 0;
+	ck_assert_msg(!p.gap, "%s+%lx: pieces not back to back", o->path,
+		      (unsigned long)(addr - o->bias));
+	ck_assert_uint_le(p.lo[0], addr);
+	ck_assert_uint_gt(p.hi[p.n - 1], addr);
+	for (i = 0; i < p.n; i++) {
+		*inlined += p.a[i].n > 1;
+		for (b = p.lo[i]; b < p.hi[i];) {
+			n = ps_dwarf_lookup(d, o->path, o->bias, b, f, 16, v);
+			copy_answer(&got, f, n);
+			ck_assert_msg(same_answer(&p.a[i], &got),
+				      "%s+%lx: the walk says %s:%d (%d frames), a look-up %s:%d (%d)",
+				      o->path, (unsigned long)(b - o->bias), p.a[i].f[0].file,
+				      p.a[i].f[0].line, p.a[i].n, got.f[0].file, got.f[0].line, got.n);
+			if (p.hi[i] - p.lo[i] <= 32)
+				b++;
+			else if (b == p.lo[i])
+				b = p.lo[i] + (p.hi[i] - p.lo[i]) / 2;
+			else if (b < p.hi[i] - 1)
+				b = p.hi[i] - 1;
+			else
+				b = p.hi[i];
+		}
+	}
+	return p.n;
+}
+
+START_TEST(function_walk_agrees_with_lookups)
+{
+	static const char *const libc_funcs[] = { "malloc", "qsort", "strtod", "getaddrinfo",
+						  "vfprintf", "fclose", "fopen" };
+	struct object libc = { .want = "libc.so.6" }, self = { .want = "" };
+	struct ps_dwarf *d;
+	int pieces = 0, inlined = 0;
+	size_t i;
+
+	ck_assert_int_eq(dl_iterate_phdr(find_object, &libc), 1);
+	ck_assert_int_eq(dl_iterate_phdr(find_object, &self), 1);
+	ck_assert_int_gt(readlink("/proc/self/exe", self.path, sizeof(self.path) - 1), 0);
+	ck_assert_int_eq(ps_dwarf_new(&d, 1ull << 30), 0);
+	for (i = 0; i < sizeof(libc_funcs) / sizeof(*libc_funcs); i++)
+		pieces += check_function(d, &libc, (uintptr_t)dlsym(RTLD_DEFAULT, libc_funcs[i]),
+					 &inlined);
+	pieces += check_function(d, &self, (uintptr_t)check_window, &inlined);
+	pieces += check_function(d, &self, (uintptr_t)check_function, &inlined);
+	ck_assert_msg(pieces > 300, "only %d pieces", pieces);
+	ck_assert_msg(inlined > 20, "only %d pieces with inlined frames", inlined);
+	ps_dwarf_free(d);
+}
+END_TEST
+
 /* ---- the file ------------------------------------------------------------ */
 
 START_TEST(symcache_round_trips_and_cuts_overlaps)
@@ -458,6 +554,7 @@ symcache_suite(void)
 
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, symcache_ranges_agree_with_dwarf);
+	tcase_add_test(tc, function_walk_agrees_with_lookups);
 	tcase_add_test(tc, symcache_round_trips_and_cuts_overlaps);
 	tcase_add_test(tc, symcache_rejects_every_corrupted_byte);
 	tcase_add_test(tc, symcache_rejects_another_build_id_and_untrusted_files);

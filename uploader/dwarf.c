@@ -23,6 +23,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,6 +67,7 @@ static struct {
 	int (*getsrclines)(Dwarf_Die *, Dwarf_Lines **, size_t *);
 	Dwarf_Line *(*onesrcline)(Dwarf_Lines *, size_t);
 	int (*lineaddr)(Dwarf_Line *, Dwarf_Addr *);
+	int (*lineendsequence)(Dwarf_Line *, bool *);
 	int (*child)(Dwarf_Die *, Dwarf_Die *);
 	int (*siblingof)(Dwarf_Die *, Dwarf_Die *);
 	const char *(*linesrc)(Dwarf_Line *, Dwarf_Word *, Dwarf_Word *);
@@ -92,6 +94,7 @@ load_once(void)
 		SYM("dwarf_getsrc_die", getsrc_die), SYM("dwarf_lineno", lineno),
 		SYM("dwarf_linesrc", linesrc), SYM("dwarf_getsrclines", getsrclines),
 		SYM("dwarf_onesrcline", onesrcline), SYM("dwarf_lineaddr", lineaddr),
+		SYM("dwarf_lineendsequence", lineendsequence),
 		SYM("dwarf_child", child), SYM("dwarf_siblingof", siblingof),
 		SYM("dwarf_getscopes", getscopes), SYM("dwarf_getscopes_die", getscopes_die),
 		SYM("dwarf_tag", tag), SYM("dwarf_diename", diename), SYM("dwarf_attr", attr),
@@ -346,7 +349,6 @@ fill_frame(Dwarf_Die *die, const char *file, int line, struct ps_dwarf_frame *f)
 	f->decl_line = dw.decl_line(die, &decl) == 0 ? decl : 0;
 }
 
-/* Walk the DIEs enclosing `inner` outwards (see the top of the file). */
 /* ---- the extent of an answer ------------------------------------------- *
  *
  * Every address in [lo, hi) gets the same chain as `a` when the range lies
@@ -416,6 +418,14 @@ cut_nested(Dwarf_Die *die, Dwarf_Addr a, Dwarf_Addr *lo, Dwarf_Addr *hi, int dep
 	} while (dw.siblingof(&k, &k) == 0);
 }
 
+static int
+row_ends(Dwarf_Line *l)
+{
+	bool end = false;
+
+	return dw.lineendsequence(l, &end) == 0 && end;
+}
+
 /* Cut [*lo, *hi) to the line-table row that holds a: from the last row at
  * or before a to the first row after it. */
 static void
@@ -448,8 +458,15 @@ cut_row(Dwarf_Die *cu, Dwarf_Addr a, Dwarf_Addr *lo, Dwarf_Addr *hi)
 	}
 	*lo = from > *lo ? from : *lo;
 	*hi = to;
+	/* At the very address that ends a sequence, libdw answers with that
+	 * row, and past it with none. */
+	l = dw.getsrc_die(cu, a);
+	if (l && row_ends(l))
+		exact(a, lo, hi);
 }
 
+/* Walk the DIEs enclosing `inner` outwards (see the top of the file), and
+ * cut [*lo, *hi) to the addresses that get the same answer as pc. */
 static int
 chain(struct ps_dwarf *d, Dwarf_Die *cu, Dwarf_Die *inner, const char *file, int line,
       Dwarf_Addr pc, Dwarf_Addr *lo, Dwarf_Addr *hi, struct ps_dwarf_frame *out, int max)
@@ -621,4 +638,230 @@ ps_dwarf_lookup(struct ps_dwarf *d, const char *path, uintptr_t bias, uintptr_t 
 		valid[1] = (uintptr_t)(hi + b);
 	}
 	return n;
+}
+
+/* ---- a whole function at once -------------------------------------------- *
+ *
+ * What ps_dwarf_lookup answers address by address, for every address of
+ * one function, in one walk: the inlined subroutines of the function's
+ * subtree (with their ranges and call sites) are collected once, the
+ * boundaries of the answers are the line table's rows and those ranges'
+ * ends, and each piece between two boundaries gets the chain that
+ * chain() would build there.  One dwarf_getscopes and one walk of the
+ * subtree instead of one of each per piece: the symbol cache completes a
+ * function with this (symbols.c). */
+
+#define MAX_INLINED 8192        /* inlined subroutines of one function */
+#define MAX_PIECES  65536       /* boundaries in one function */
+
+struct inl {
+	Dwarf_Die die;
+	int parent;             /* index of the enclosing inlined subroutine, -1 */
+};
+
+struct walk {
+	struct inl *v;
+	size_t n, cap;
+	Dwarf_Addr *cut;        /* boundaries */
+	size_t ncut, capcut;
+	Dwarf_Addr lo, hi;      /* the function's range */
+	int failed;
+};
+
+/* Room in *v (n of *cap used, elements of `size` bytes) for one more,
+ * doubling from 64, at most max: 0, or -1 (full, or no memory). */
+static int
+room(void **v, size_t n, size_t *cap, size_t size, size_t max)
+{
+	size_t c = *cap ? 2 * *cap : 64;
+	void *p;
+
+	if (n < *cap)
+		return 0;
+	if (*cap >= max || !(p = realloc(*v, c * size)))
+		return -1;
+	*v = p;
+	*cap = c;
+	return 0;
+}
+
+static void
+add_cut(struct walk *w, Dwarf_Addr a)
+{
+	if (a <= w->lo || a >= w->hi || w->failed)
+		return;
+	if (room((void **)&w->cut, w->ncut, &w->capcut, sizeof(*w->cut), MAX_PIECES)) {
+		w->failed = 1;
+		return;
+	}
+	w->cut[w->ncut++] = a;
+}
+
+/* The inlined subroutines under die (through lexical blocks), their
+ * ranges' ends as boundaries. */
+static void
+collect(struct walk *w, Dwarf_Die *die, int parent, int depth)
+{
+	Dwarf_Addr base, rlo, rhi;
+	Dwarf_Die k;
+	ptrdiff_t r;
+	int tag;
+
+	if (dw.child(die, &k) != 0)
+		return;
+	do {
+		if (w->failed || depth > MAX_FRAMES)
+			return;
+		tag = dw.tag(&k);
+		if (tag == DW_TAG_inlined_subroutine) {
+			if (room((void **)&w->v, w->n, &w->cap, sizeof(*w->v), MAX_INLINED)) {
+				w->failed = 1;
+				return;
+			}
+			w->v[w->n] = (struct inl){ k, parent };
+			for (r = 0; (r = dw.ranges(&k, r, &base, &rlo, &rhi)) > 0;) {
+				add_cut(w, rlo);
+				add_cut(w, rhi);
+			}
+			w->n++;
+			collect(w, &k, (int)w->n - 1, depth + 1);
+		} else if (tag == DW_TAG_lexical_block) {
+			collect(w, &k, parent, depth + 1);
+		}
+	} while (dw.siblingof(&k, &k) == 0);
+}
+
+static int
+has_pc(Dwarf_Die *die, Dwarf_Addr a)
+{
+	Dwarf_Addr base, rlo, rhi;
+	ptrdiff_t r;
+
+	for (r = 0; (r = dw.ranges(die, r, &base, &rlo, &rhi)) > 0;)
+		if (rlo <= a && a < rhi)
+			return 1;
+	return 0;
+}
+
+static int
+cmp_addr(const void *a, const void *b)
+{
+	Dwarf_Addr x = *(const Dwarf_Addr *)a, y = *(const Dwarf_Addr *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The chain at a, as chain() builds it: the innermost inlined subroutine
+ * that holds a, its callers, the function last. */
+static int
+chain_at(struct ps_dwarf *d, Dwarf_Die *cu, Dwarf_Die *fn, const struct walk *w,
+	 Dwarf_Files *files, Dwarf_Addr a, struct ps_dwarf_frame *out, int max)
+{
+	Dwarf_Line *l = dw.getsrc_die(cu, a);
+	const char *file = NULL;
+	Dwarf_Attribute at;
+	Dwarf_Word v;
+	int line = 0, i, k = 0, inner = -1;
+
+	if (l && dw.lineno(l, &line) == 0)
+		file = dw.linesrc(l, NULL, NULL);
+	/* The deepest holds a: later in the walk means deeper or a sibling. */
+	for (i = 0; i < (int)w->n; i++)
+		if (has_pc((Dwarf_Die *)&w->v[i].die, a))
+			inner = i;
+	for (i = inner; i >= 0; i = w->v[i].parent) {
+		if (k < max - 1) {
+			fill_frame((Dwarf_Die *)&w->v[i].die, absolute(cu, file, d->paths[k]), line,
+				   &out[k]);
+			k++;
+		}
+		file = files && dw.formudata(dw.attr((Dwarf_Die *)&w->v[i].die, DW_AT_call_file, &at),
+					     &v) == 0 ? dw.filesrc(files, v, NULL, NULL) : NULL;
+		line = dw.formudata(dw.attr((Dwarf_Die *)&w->v[i].die, DW_AT_call_line, &at), &v) == 0 ?
+		       (int)v : 0;
+	}
+	k = k < max - 1 ? k : max - 1;
+	fill_frame(fn, absolute(cu, file, d->paths[k]), line, &out[k]);
+	return k + 1;
+}
+
+int
+ps_dwarf_function(struct ps_dwarf *d, const char *path, uintptr_t bias, uintptr_t addr, int max,
+		  int (*emit)(void *arg, uintptr_t lo, uintptr_t hi, const struct ps_dwarf_frame *f,
+			      int n),
+		  void *arg)
+{
+	struct ps_dwarf_frame f[MAX_FRAMES];
+	Dwarf_Die *cu, *sc = NULL, *up = NULL, cubuf, fn;
+	Dwarf_Files *files = NULL;
+	Dwarf_Lines *lines;
+	struct walk w;
+	Dwarf_Addr b, a, at, base, rlo, rhi;
+	struct object *o;
+	Dwarf_Line *l;
+	size_t nl, i;
+	ptrdiff_t r;
+	int n, j, found = 0, pieces = 0;
+
+	if (!d || !path || !emit || max <= 0)
+		return -EINVAL;
+	if (start(d) || check_cap(d, 0))
+		return 0;
+	o = object(d, path, bias);
+	if (!o || !o->mod || d->over_cap)
+		return 0;
+	cu = cu_of(o, addr, &cubuf, &b);
+	if (!cu)
+		return 0;
+	a = addr - b;
+	/* The function: the first subprogram enclosing the innermost scope. */
+	n = dw.getscopes(cu, a, &sc);
+	if (n > 0)
+		n = dw.getscopes_die(&sc[0], &up);
+	for (j = 0; j < n && !found; j++)
+		if (dw.tag(&up[j]) == DW_TAG_subprogram) {
+			fn = up[j];
+			found = 1;
+		}
+	free(sc);
+	free(up);
+	if (!found)
+		return 0;
+	memset(&w, 0, sizeof(w));
+	for (r = 0; (r = dw.ranges(&fn, r, &base, &rlo, &rhi)) > 0;)
+		if (rlo <= a && a < rhi) {
+			w.lo = rlo;
+			w.hi = rhi;
+		}
+	if (w.hi <= w.lo)
+		return 0;
+	max = max < MAX_FRAMES ? max : MAX_FRAMES;
+	if (dw.getsrcfiles(cu, &files, NULL) != 0)
+		files = NULL;
+	collect(&w, &fn, -1, 0);
+	if (dw.getsrclines(cu, &lines, &nl) == 0)
+		for (i = 0; i < nl && !w.failed; i++) {
+			l = dw.onesrcline(lines, i);
+			if (l && dw.lineaddr(l, &at) == 0)
+				add_cut(&w, at);
+		}
+	if (!w.failed) {
+		if (w.ncut)
+			qsort(w.cut, w.ncut, sizeof(*w.cut), cmp_addr);
+		for (a = w.lo, i = 0; a < w.hi; a = at) {
+			while (i < w.ncut && w.cut[i] <= a)
+				i++;
+			at = i < w.ncut ? w.cut[i] : w.hi;
+			l = dw.getsrc_die(cu, a);
+			if (l && row_ends(l))
+				at = a + 1;     /* see cut_row */
+			n = chain_at(d, cu, &fn, &w, files, a, f, max);
+			if (emit(arg, (uintptr_t)(a + b), (uintptr_t)(at + b), f, n))
+				break;
+			pieces++;
+		}
+	}
+	free(w.v);
+	free(w.cut);
+	return pieces;
 }

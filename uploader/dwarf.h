@@ -73,6 +73,19 @@ void ps_dwarf_free(struct ps_dwarf *d);
 int ps_dwarf_lookup(struct ps_dwarf *d, const char *path, uintptr_t bias, uintptr_t addr,
 		    struct ps_dwarf_frame *out, int max, uintptr_t valid[2]);
 
+/* Every answer of ps_dwarf_lookup in the function (DWARF subprogram) that
+ * holds runtime address addr, in one walk: emit(arg, lo, hi, f, n) for
+ * each runtime range [lo, hi), in order, that gets the n frames f[] (the
+ * strings valid during the call; at most max frames, as ps_dwarf_lookup).
+ * emit returns nonzero to stop.  Only the function's range that holds
+ * addr (not a split-off cold part).  Returns the ranges emitted; 0 when
+ * there is no DWARF there (as ps_dwarf_lookup), or the function has more
+ * than a few thousand inlined subroutines or ranges; -EINVAL. */
+int ps_dwarf_function(struct ps_dwarf *d, const char *path, uintptr_t bias, uintptr_t addr, int max,
+		      int (*emit)(void *arg, uintptr_t lo, uintptr_t hi,
+				  const struct ps_dwarf_frame *f, int n),
+		      void *arg);
+
 /* 1 once the memory cap stopped look-ups. */
 int ps_dwarf_over_cap(const struct ps_dwarf *d);
 

@@ -327,7 +327,7 @@ ps_export_save_symbols(struct ps_export *x, int final, uint64_t fill_ns)
 		return;
 	ps_symbols_get_stats(x->fold.syms, &ss);
 	ps_debug("source lines: %llu looked up in DWARF, %llu answered by the symbol cache "
-		 "(%u files read, %u not used%s), %llu more DWARF look-ups to complete its "
+		 "(%u files read, %u not used%s), %llu ranges added to complete its "
 		 "functions", (unsigned long long)ss.src_lookups,
 		 (unsigned long long)ss.src_cached, ss.cache_files, ss.cache_rejected,
 		 ss.cache_full ? ", full" : "", (unsigned long long)ss.src_filled);

@@ -38,7 +38,6 @@
 #define MAX_NAME      16384          /* one result name, NUL included */
 #define MAX_CACHED_OBJECTS 256       /* objects with a symbol cache open */
 #define MAX_PENDING   1024           /* functions to complete in the symbol cache */
-#define FILL_MAX      4096           /* DWARF look-ups to complete one function */
 
 struct ipent {
 	uintptr_t ip;
@@ -500,38 +499,58 @@ object_cache(struct ps_symbols *s, const struct ps_module *m)
 	return v->c;
 }
 
-/* Look up in DWARF every address of the function (its ELF symbol) at ip
- * that c does not answer yet, until the deadline.  Stops at code without
- * lines: those ranges are one address each. */
+/* complete()'s way into the cache. */
+struct fill {
+	struct ps_symcache *c;
+	uintptr_t bias;
+	uint64_t added;
+};
+
+static int
+fill_one(void *arg, uintptr_t lo, uintptr_t hi, const struct ps_dwarf_frame *f, int n)
+{
+	struct ps_dwarf_frame kept[1];
+	struct fill *x = arg;
+	uint64_t a = lo - x->bias, end;
+	int rc;
+
+	/* Every gap between the ranges kept already (add cuts at the next). */
+	while (a < hi - x->bias) {
+		if (ps_symcache_find(x->c, a, kept, 1, &end) >= 0) {
+			a = end;
+			continue;
+		}
+		rc = ps_symcache_add(x->c, a, hi - x->bias, a, f, n);
+		if (rc)
+			return rc == -ENOSPC || rc == -ENOMEM;
+		x->added++;
+	}
+	return 0;
+}
+
+/* Put every answer of the function at ip (the DWARF function within its
+ * ELF symbol's extent) into c, unless c holds them all already. */
 static void
-complete(struct ps_symbols *s, uintptr_t ip, struct ps_symcache *c, uint64_t deadline)
+complete(struct ps_symbols *s, uintptr_t ip, struct ps_symcache *c)
 {
 	struct ps_dwarf_frame df[PS_MAX_INLINE];
 	struct ps_module *m = find_module(s, ip);
+	struct fill x = { c, 0, 0 };
 	const struct ps_sym *sym;
-	uintptr_t valid[2];
-	uint64_t a, hi, end;
-	int i, n;
+	uint64_t a, end;
 
 	if (!m || m->state != PS_MOD_READY || object_cache(s, m) != c)
 		return;
 	sym = ps_elf_find_sym(&m->tab, ip - m->bias);
 	if (!sym || !(sym->name & PS_SYM_SIZED))
 		return;
-	for (a = sym->lo, hi = sym->lo + sym->len, i = 0; a < hi && i < FILL_MAX; i++) {
-		if (ps_symcache_find(c, a, df, PS_MAX_INLINE, &end) >= 0) {
-			a = end;
-			continue;
-		}
-		if (ps_clock_ns(CLOCK_MONOTONIC) > deadline)
-			return;
-		s->st.src_filled++;
-		n = ps_dwarf_lookup(s->dwarf, m->path, m->bias, a + m->bias, df, PS_MAX_INLINE, valid);
-		if (n <= 0 || valid[1] <= valid[0] ||
-		    ps_symcache_add(c, valid[0] - m->bias, valid[1] - m->bias, a, df, n))
-			return;
-		a = valid[1] - m->bias;
-	}
+	for (a = sym->lo; a < sym->lo + sym->len && ps_symcache_find(c, a, df, 1, &end) >= 0;)
+		a = end;
+	if (a >= sym->lo + sym->len)
+		return;
+	x.bias = m->bias;
+	(void)ps_dwarf_function(s->dwarf, m->path, m->bias, ip, PS_MAX_INLINE, fill_one, &x);
+	s->st.src_filled += x.added;
 }
 
 void
@@ -545,7 +564,7 @@ ps_symbols_save(struct ps_symbols *s, uint64_t fill_ns)
 		return;
 	while (s->npending > 0 && ps_clock_ns(CLOCK_MONOTONIC) < deadline) {
 		s->npending--;
-		complete(s, s->pending[s->npending].ip, s->pending[s->npending].c, deadline);
+		complete(s, s->pending[s->npending].ip, s->pending[s->npending].c);
 	}
 	for (i = 0; i < s->ncaches; i++) {
 		rc = ps_symcache_save(s->caches[i].c);

@@ -44,7 +44,7 @@ struct ps_symbols_stats {
 	uint64_t flushes;     /* IP cache emptied because it was full */
 	uint64_t src_lookups; /* DWARF look-ups (ps_symbols_source) */
 	uint64_t src_cached;  /* source look-ups answered by the symbol cache */
-	uint64_t src_filled;  /* DWARF look-ups that completed a function in it */
+	uint64_t src_filled;  /* ranges put in it to complete functions */
 	uint32_t cache_files; /* symbol cache files read */
 	uint32_t cache_rejected; /* symbol cache files there but not used */
 	int cache_full;       /* an object's cache reached its size bound */
