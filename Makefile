@@ -278,7 +278,7 @@ FUZZ_SRC_ingest_url    = uploader/ingest.c common/buf.c common/text.c
 FUZZ_SRC_headers       = uploader/headers.c common/text.c
 FUZZ_SRC_gopclntab     = shim/gopclntab.c
 FUZZ_SRC_httpreq       = uploader/httpreq.c
-FUZZ_SRC_symcache      = uploader/symcache.c common/log.c
+FUZZ_SRC_symcache      = uploader/symcache.c common/buf.c common/log.c
 FUZZ_LIBS_symcache     = -lz
 
 fuzz: $(FUZZ_BINS)

@@ -90,3 +90,24 @@ ps_buf_free(struct ps_buf *b)
 	b->len = 0;
 	b->alloc = 0;
 }
+
+int
+ps_grow(void *pp, uint32_t *cap, uint32_t need, uint32_t max, size_t size)
+{
+	void **p = pp;
+	uint32_t nc = *cap ? *cap : 64;
+	void *q;
+
+	if (need <= *cap)
+		return 0;
+	if (need > max)
+		return -E2BIG;
+	while (nc < need)
+		nc = nc > max / 2 ? max : nc * 2;
+	q = realloc(*p, (size_t)nc * size);
+	if (!q)
+		return -ENOMEM;
+	*p = q;
+	*cap = nc;
+	return 0;
+}

@@ -38,4 +38,9 @@ void ps_buf_reset(struct ps_buf *b);
 /* Release the allocation; the buffer is empty and reusable afterwards. */
 void ps_buf_free(struct ps_buf *b);
 
+/* Make the array *pp of *cap items of `size` bytes hold at least `need`,
+ * doubling from 64 items and never past `max`.  Returns 0, -E2BIG (need >
+ * max) or -ENOMEM; on failure *pp and *cap are unchanged. */
+int ps_grow(void *pp, uint32_t *cap, uint32_t need, uint32_t max, size_t size) PS_WUR;
+
 #endif

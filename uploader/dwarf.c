@@ -29,6 +29,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/buf.h"
 #include "common/dl.h"
 #include "common/log.h"
 
@@ -661,36 +662,19 @@ struct inl {
 
 struct walk {
 	struct inl *v;
-	size_t n, cap;
+	uint32_t n, cap;
 	Dwarf_Addr *cut;        /* boundaries */
-	size_t ncut, capcut;
+	uint32_t ncut, capcut;
 	Dwarf_Addr lo, hi;      /* the function's range */
 	int failed;
 };
-
-/* Room in *v (n of *cap used, elements of `size` bytes) for one more,
- * doubling from 64, at most max: 0, or -1 (full, or no memory). */
-static int
-room(void **v, size_t n, size_t *cap, size_t size, size_t max)
-{
-	size_t c = *cap ? 2 * *cap : 64;
-	void *p;
-
-	if (n < *cap)
-		return 0;
-	if (*cap >= max || !(p = realloc(*v, c * size)))
-		return -1;
-	*v = p;
-	*cap = c;
-	return 0;
-}
 
 static void
 add_cut(struct walk *w, Dwarf_Addr a)
 {
 	if (a <= w->lo || a >= w->hi || w->failed)
 		return;
-	if (room((void **)&w->cut, w->ncut, &w->capcut, sizeof(*w->cut), MAX_PIECES)) {
+	if (ps_grow(&w->cut, &w->capcut, w->ncut + 1, MAX_PIECES, sizeof(*w->cut))) {
 		w->failed = 1;
 		return;
 	}
@@ -714,7 +698,7 @@ collect(struct walk *w, Dwarf_Die *die, int parent, int depth)
 			return;
 		tag = dw.tag(&k);
 		if (tag == DW_TAG_inlined_subroutine) {
-			if (room((void **)&w->v, w->n, &w->cap, sizeof(*w->v), MAX_INLINED)) {
+			if (ps_grow(&w->v, &w->cap, w->n + 1, MAX_INLINED, sizeof(*w->v))) {
 				w->failed = 1;
 				return;
 			}

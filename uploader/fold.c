@@ -39,27 +39,6 @@ static const char *const pseudo_names[PS_FOLD_NPSEUDO] = {
 	[P_NOSTACK] = "[no stack]",
 };
 
-/* Grow an array of `size`-byte items to hold `need`, up to `max`. */
-static int
-grow(void *pp, uint32_t *cap, uint32_t need, uint32_t max, size_t size)
-{
-	void **p = pp;
-	uint32_t nc = *cap ? *cap : 64;
-	void *q;
-
-	if (need <= *cap)
-		return 0;
-	if (need > max)
-		return -ENOMEM;
-	while (nc < need)
-		nc = nc > max / 2 ? max : nc * 2;
-	q = realloc(*p, (size_t)nc * size);
-	if (!q)
-		return -ENOMEM;
-	*p = q;
-	*cap = nc;
-	return 0;
-}
 
 /* ---- one open-addressing index, four uses ----------------------------- */
 
@@ -148,7 +127,7 @@ intern(struct ps_fold *f, const char *name, uint32_t *id)
 	*id = index_find(f, &x, h, name);
 	if (*id != UINT32_MAX)
 		return 0;
-	if (grow(&f->names, &f->names_cap, f->nnames + 1, MAX_NAMES, sizeof(char *)))
+	if (ps_grow(&f->names, &f->names_cap, f->nnames + 1, MAX_NAMES, sizeof(char *)))
 		return -ENOMEM;
 	copy = strdup(name);
 	if (!copy)
@@ -183,7 +162,7 @@ func_for(struct ps_fold *f, const struct ps_fold_func *fn, uint32_t *id)
 	*id = index_find(f, &x, h, fn);
 	if (*id != UINT32_MAX)
 		return 0;
-	if (grow(&f->funcs, &f->funcs_cap, f->nfuncs + 1, MAX_FUNCS, sizeof(*f->funcs)))
+	if (ps_grow(&f->funcs, &f->funcs_cap, f->nfuncs + 1, MAX_FUNCS, sizeof(*f->funcs)))
 		return -ENOMEM;
 	f->funcs[f->nfuncs] = *fn;
 	*id = f->nfuncs++;
@@ -212,7 +191,7 @@ add_line(struct ps_fold *f, const struct ps_src_frame *sf)
 		if (intern(f, label, &lab))
 			return -ENOMEM;
 	}
-	if (grow(&f->lines, &f->lines_cap, f->nlines + 1, MAX_LINES, sizeof(*f->lines)))
+	if (ps_grow(&f->lines, &f->lines_cap, f->nlines + 1, MAX_LINES, sizeof(*f->lines)))
 		return -ENOMEM;
 	l = &f->lines[f->nlines++];
 	l->func = func;
@@ -245,7 +224,7 @@ map_for(struct ps_fold *f, uintptr_t ip, uint32_t *map)
 			*map = i + 1;
 			return 0;
 		}
-	if (grow(&f->maps, &f->maps_cap, f->nmaps + 1, MAX_MAPS, sizeof(*f->maps)))
+	if (ps_grow(&f->maps, &f->maps_cap, f->nmaps + 1, MAX_MAPS, sizeof(*f->maps)))
 		return -ENOMEM;
 	m = &f->maps[f->nmaps];
 	memset(m, 0, sizeof(*m));
@@ -280,7 +259,7 @@ new_loc(struct ps_fold *f, uintptr_t addr, uint32_t map, const char *name, uint3
 	struct ps_src_frame sf = { name, name, "", 0, 0 };
 	struct ps_fold_loc *l;
 
-	if (grow(&f->locs, &f->locs_cap, f->nlocs + 1, MAX_LOCS, sizeof(*f->locs)))
+	if (ps_grow(&f->locs, &f->locs_cap, f->nlocs + 1, MAX_LOCS, sizeof(*f->locs)))
 		return -ENOMEM;
 	if (add_line(f, &sf))
 		return -ENOMEM;
@@ -413,8 +392,8 @@ entry_for(struct ps_fold *f, const uint32_t *ids, uint32_t depth, uint32_t *out)
 	*out = index_find(f, &x, h, &k);
 	if (*out != UINT32_MAX)
 		return 0;
-	if (grow(&f->e, &f->cap, f->n + 1, MAX_ENTRIES, sizeof(*f->e)) ||
-	    grow(&f->frames, &f->frames_cap, f->nframes + depth, MAX_FRAMES, sizeof(uint32_t)))
+	if (ps_grow(&f->e, &f->cap, f->n + 1, MAX_ENTRIES, sizeof(*f->e)) ||
+	    ps_grow(&f->frames, &f->frames_cap, f->nframes + depth, MAX_FRAMES, sizeof(uint32_t)))
 		return -ENOMEM;
 	e = &f->e[f->n];
 	memset(e, 0, sizeof(*e));
@@ -630,8 +609,8 @@ flat_add(struct flat *fl, const uint32_t *lab, uint32_t depth, int64_t val)
 			return 0;
 		}
 	}
-	if (grow(&fl->v, &fl->cap, fl->n + 1, MAX_ENTRIES, sizeof(*fl->v)) ||
-	    grow(&fl->pool, &fl->pool_cap, fl->npool + depth, MAX_FRAMES * 2, sizeof(*fl->pool)))
+	if (ps_grow(&fl->v, &fl->cap, fl->n + 1, MAX_ENTRIES, sizeof(*fl->v)) ||
+	    ps_grow(&fl->pool, &fl->pool_cap, fl->npool + depth, MAX_FRAMES * 2, sizeof(*fl->pool)))
 		return -ENOMEM;
 	fl->v[fl->n] = (struct flat_stack){ fl->npool, depth, val };
 	memcpy(&fl->pool[fl->npool], lab, depth * sizeof(*lab));

@@ -27,6 +27,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "common/buf.h"
 #include "common/hash.h"
 #include "common/log.h"
 
@@ -140,24 +141,14 @@ ps_symcache_dir_check(const char *dir, const char **why)
 
 /* ---- strings ------------------------------------------------------------ */
 
+/* ps_grow within the bound of one file: -ENOSPC past it. */
 static int
-grow(void **v, uint32_t *cap, uint64_t need, size_t size, uint32_t first)
+grow(void *v, uint32_t *cap, uint64_t need, size_t size)
 {
-	uint64_t n = *cap ? *cap : first;
-	void *p;
+	int rc = need > MAX_FILE / size ? -E2BIG :
+		 ps_grow(v, cap, (uint32_t)need, (uint32_t)(MAX_FILE / size), size);
 
-	if (need <= *cap)
-		return 0;
-	while (n < need)
-		n *= 2;
-	if (n * size > MAX_FILE)
-		return -ENOSPC;
-	p = realloc(*v, (size_t)n * size);
-	if (!p)
-		return -ENOMEM;
-	*v = p;
-	*cap = (uint32_t)n;
-	return 0;
+	return rc == -E2BIG ? -ENOSPC : rc;
 }
 
 static int
@@ -201,7 +192,7 @@ intern(struct ps_symcache *c, const char *s, uint32_t *off)
 			*off = c->strs[i] - 1;
 			return 0;
 		}
-	rc = grow((void **)&c->pool, &c->apool, (uint64_t)c->npool + len + 1, 1, 4096);
+	rc = grow(&c->pool, &c->apool, (uint64_t)c->npool + len + 1, 1);
 	if (rc)
 		return rc;
 	memcpy(c->pool + c->npool, s, len + 1);
@@ -284,9 +275,8 @@ ps_symcache_add(struct ps_symcache *c, uint64_t lo, uint64_t hi, uint64_t addr,
 		fr[k].line = f[k].line;
 		fr[k].decl = f[k].decl_line;
 	}
-	if ((rc = grow((void **)&c->frame, &c->aframe, (uint64_t)c->nframe + (unsigned)n,
-		       sizeof(*c->frame), 256)) ||
-	    (rc = grow((void **)&c->ent, &c->aent, (uint64_t)c->nent + 1, sizeof(*c->ent), 256)))
+	if ((rc = grow(&c->frame, &c->aframe, (uint64_t)c->nframe + (unsigned)n, sizeof(*c->frame))) ||
+	    (rc = grow(&c->ent, &c->aent, (uint64_t)c->nent + 1, sizeof(*c->ent))))
 		return rc;
 	if (n > 0)  /* frame may still be NULL */
 		memcpy(c->frame + c->nframe, fr, (size_t)n * sizeof(*fr));
