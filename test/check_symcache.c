@@ -378,6 +378,12 @@ START_TEST(symcache_round_trips_and_cuts_overlaps)
 	ck_assert_int_eq(ps_symcache_find(c, 0x1010, f, 16, &end), 1);
 	ck_assert_uint_eq(end, 0x2000);
 	ck_assert_int_eq(ps_symcache_add(c, 0x10, 0x20, 0x30, chain1, 1), -EINVAL);
+	/* The first address no range holds: across back-to-back ranges. */
+	ck_assert_uint_eq(ps_symcache_gap(c, 0x1000, 0x3001), 0x2008);
+	ck_assert_uint_eq(ps_symcache_gap(c, 0x2008, 0x3001), 0x2008);
+	ck_assert_uint_eq(ps_symcache_gap(c, 0xfff, 0x3001), 0xfff);
+	ck_assert_uint_eq(ps_symcache_gap(c, 0x1005, 0x1008), 0x1008);
+	ck_assert_uint_eq(ps_symcache_gap(c, 0x3000, 0x3002), 0x3001);
 	ps_symcache_free(c);
 	ck_assert_uint_eq(open_stats(id1).ranges, 4);
 	remove_dir();

@@ -509,18 +509,13 @@ struct fill {
 static int
 fill_one(void *arg, uintptr_t lo, uintptr_t hi, const struct ps_dwarf_frame *f, int n)
 {
-	struct ps_dwarf_frame kept[1];
 	struct fill *x = arg;
-	uint64_t a = lo - x->bias, end;
+	uint64_t a = lo - x->bias, end = hi - x->bias;
 	int rc;
 
 	/* Every gap between the ranges kept already (add cuts at the next). */
-	while (a < hi - x->bias) {
-		if (ps_symcache_find(x->c, a, kept, 1, &end) >= 0) {
-			a = end;
-			continue;
-		}
-		rc = ps_symcache_add(x->c, a, hi - x->bias, a, f, n);
+	while ((a = ps_symcache_gap(x->c, a, end)) < end) {
+		rc = ps_symcache_add(x->c, a, end, a, f, n);
 		if (rc)
 			return rc == -ENOSPC || rc == -ENOMEM;
 		x->added++;
@@ -533,20 +528,15 @@ fill_one(void *arg, uintptr_t lo, uintptr_t hi, const struct ps_dwarf_frame *f, 
 static void
 complete(struct ps_symbols *s, uintptr_t ip, struct ps_symcache *c)
 {
-	struct ps_dwarf_frame df[PS_MAX_INLINE];
 	struct ps_module *m = find_module(s, ip);
 	struct fill x = { c, 0, 0 };
 	const struct ps_sym *sym;
-	uint64_t a, end;
 
 	if (!m || m->state != PS_MOD_READY || object_cache(s, m) != c)
 		return;
 	sym = ps_elf_find_sym(&m->tab, ip - m->bias);
-	if (!sym || !(sym->name & PS_SYM_SIZED))
-		return;
-	for (a = sym->lo; a < sym->lo + sym->len && ps_symcache_find(c, a, df, 1, &end) >= 0;)
-		a = end;
-	if (a >= sym->lo + sym->len)
+	if (!sym || !(sym->name & PS_SYM_SIZED) ||
+	    ps_symcache_gap(c, sym->lo, sym->lo + sym->len) == sym->lo + sym->len)
 		return;
 	x.bias = m->bias;
 	(void)ps_dwarf_function(s->dwarf, m->path, m->bias, ip, PS_MAX_INLINE, fill_one, &x);

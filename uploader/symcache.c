@@ -244,6 +244,22 @@ ps_symcache_find(struct ps_symcache *c, uint64_t addr, struct ps_dwarf_frame *ou
 	return (int)k;
 }
 
+uint64_t
+ps_symcache_gap(const struct ps_symcache *c, uint64_t a, uint64_t hi)
+{
+	uint32_t i = upper(c, a);
+
+	/* Ranges do not overlap: the one before holds a, or none does. */
+	while (a < hi && i > 0 && a < c->ent[i - 1].hi) {
+		a = c->ent[i - 1].hi;
+		if (i < c->nent && c->ent[i].lo == a)
+			i++;
+		else
+			break;
+	}
+	return a < hi ? a : hi;
+}
+
 int
 ps_symcache_add(struct ps_symcache *c, uint64_t lo, uint64_t hi, uint64_t addr,
 		const struct ps_dwarf_frame *f, int n)

@@ -65,6 +65,9 @@ void ps_symcache_free(struct ps_symcache *c);
 int ps_symcache_find(struct ps_symcache *c, uint64_t addr, struct ps_dwarf_frame *out,
 		     int max, uint64_t *end);
 
+/* The first address in [a, hi) that no kept range holds, or hi. */
+uint64_t ps_symcache_gap(const struct ps_symcache *c, uint64_t a, uint64_t hi);
+
 /* Keep the answer of n frames (0: none) for [lo, hi), which holds addr;
  * the range is cut where it would overlap a kept one.  Returns 0,
  * -EINVAL, -ENOSPC (the object's share of the directory is full) or
