@@ -162,6 +162,18 @@ open_stats(const uint8_t *id)
 
 /* ---- ranges against libdw ------------------------------------------------ */
 
+/* The address to check after b in [lo, hi): short ranges byte by byte,
+ * long ones at both ends and in the middle; hi when done. */
+static uintptr_t
+next_probe(uintptr_t b, uintptr_t lo, uintptr_t hi)
+{
+	if (hi - lo <= 32)
+		return b + 1;
+	if (b == lo)
+		return lo + (hi - lo) / 2;
+	return b < hi - 1 ? hi - 1 : hi;
+}
+
 /* Walk `len` bytes from `start` in object o: for every range libdw gives,
  * its ends, its middle and (when short) every byte must get the same
  * answer.  Returns the ranges checked; *inlined counts those whose answer
@@ -194,16 +206,7 @@ check_window(struct ps_dwarf *d, const struct object *o, uintptr_t start, size_t
 				      o->path, (unsigned long)(a - o->bias), want.f[0].file,
 				      want.f[0].line, got.f[0].file, got.f[0].line,
 				      (unsigned long)(b - o->bias));
-			/* Short ranges byte by byte; long ones at both ends
-			 * and in the middle. */
-			if (valid[1] - valid[0] <= 32)
-				b++;
-			else if (b == valid[0])
-				b = valid[0] + (valid[1] - valid[0]) / 2;
-			else if (b < valid[1] - 1)
-				b = valid[1] - 1;
-			else
-				b = valid[1];
+			b = next_probe(b, valid[0], valid[1]);
 		}
 		ranges++;
 		a = valid[1];
@@ -296,14 +299,7 @@ check_function(struct ps_dwarf *d, const struct object *o, uintptr_t addr, int *
 				      "%s+%lx: the walk says %s:%d (%d frames), a look-up %s:%d (%d)",
 				      o->path, (unsigned long)(b - o->bias), p.a[i].f[0].file,
 				      p.a[i].f[0].line, p.a[i].n, got.f[0].file, got.f[0].line, got.n);
-			if (p.hi[i] - p.lo[i] <= 32)
-				b++;
-			else if (b == p.lo[i])
-				b = p.lo[i] + (p.hi[i] - p.lo[i]) / 2;
-			else if (b < p.hi[i] - 1)
-				b = p.hi[i] - 1;
-			else
-				b = p.hi[i];
+			b = next_probe(b, p.lo[i], p.hi[i]);
 		}
 	}
 	return p.n;
