@@ -570,8 +570,10 @@ ps_worker_is_helper(void)
 }
 
 /* Ask the loop for a pass and wait for it, at most until the deadline.
- * A last pass with nothing to write or send (nothing recorded, no span) is
- * not waited for: the helper ends by itself.
+ * A last pass with nothing to write or send is not waited for: the helper
+ * ends by itself.  That is nothing recorded and no span to send: with
+ * PYROSCOPE_TRACE_CORRELATION a span goes only to an OTLP endpoint, and
+ * without one it only labels samples, of which there are none.
  * Async-signal-safe: atomics and semaphores only. */
 PS_SIGSAFE static void
 request(int req, uint64_t timeout_ns)
@@ -583,7 +585,8 @@ request(int req, uint64_t timeout_ns)
 	atomic_store(&c->deadline, deadline);
 	atomic_store(&c->req, req);
 	sem_post(&c->wake);
-	if (helper && req == REQ_FINAL && !x->span && ps_stacktab_empty(ps_stacktab_current()))
+	if (helper && req == REQ_FINAL && !(x->span && x->remote.otlp_url[0]) &&
+	    ps_stacktab_empty(ps_stacktab_current()))
 		return;
 	/* A helper that is gone (killed, or ended after an exec it could not
 	 * follow) never answers: do not wait for it. */

@@ -177,6 +177,56 @@ class Death(ShimTest):
                          [b"reaped 4 of 4", b"sigchld ok", b"unknown 0"])
         self.assertEqual((shim.rc, shim.out, shim.err), (base.rc, base.out, b""))
 
+    def helper_of(self, pid, within=10.0):
+        """The pid of the helper of process `pid`: a process named
+        "pyroshim" (prctl) with the same command line (a fork of it)."""
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            # Empty for a moment after the exec that Popen waited for.
+            with open("/proc/%d/cmdline" % pid, "rb") as f:
+                cmdline = f.read()
+            for d in os.listdir("/proc"):
+                try:
+                    with open("/proc/%s/comm" % d) as f:
+                        comm = f.read().strip()
+                    with open("/proc/%s/cmdline" % d, "rb") as f:
+                        same = f.read() == cmdline
+                except (OSError, ValueError):
+                    continue
+                if d.isdigit() and int(d) != pid and comm == "pyroshim" and same:
+                    return int(d)
+            time.sleep(0.02)
+        self.fail("no helper for %d" % pid)
+
+    def test_nothing_recorded_means_no_wait_at_exit_unless_a_span_is_sent(self):
+        # The helper is stopped before the program ends: a program that
+        # recorded nothing ends at once, without waiting for it (up to the
+        # flush timeout), unless its span is to go to an OTLP endpoint (a
+        # span without one only labels samples, and there are none).
+        base = {"PYROSCOPE_TRACE_CORRELATION": "true", "PYROSCOPE_PROFILING_CPU_ENABLED": "false",
+                "PYROSCOPE_PROFILING_BLOCK_ENABLED": "false",
+                "PYROSCOPE_PROFILING_MUTEX_ENABLED": "false",
+                "PYROSCOPE_ALLOC_SAMPLE_BYTES": "1GiB", "PYROSCOPE_FLUSH_TIMEOUT": "8s"}
+        for otlp, waits in (("", False), ("http://127.0.0.1:9", True)):
+            env = self.env(OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=otlp, **base)
+            p = subprocess.Popen(["cat"], env=env, stdin=subprocess.PIPE,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            helper = self.helper_of(p.pid)
+            os.kill(helper, signal.SIGSTOP)
+            try:
+                t0 = time.monotonic()
+                _, err = p.communicate(b"x", timeout=30)
+                took = time.monotonic() - t0
+            finally:
+                os.kill(helper, signal.SIGCONT)
+            # Gone before the next program, whose helper has its name.
+            deadline = time.monotonic() + 20
+            while os.path.exists("/proc/%d" % helper) and time.monotonic() < deadline:
+                time.sleep(0.02)
+            self.assertEqual((p.returncode, err), (0, b""))
+            # 8 s when it waits; well under when it does not.
+            self.assertEqual(took > 4.0, waits, "otlp %r: the program took %.1f s" % (otlp, took))
+
 
 if __name__ == "__main__":
     unittest.main()
