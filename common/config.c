@@ -428,6 +428,16 @@ app_name(struct ps_config *c, ps_getenv_fn get, const char *exe)
 			c->app_name[i] = '_';
 }
 
+/* DEBUGINFOD_URLS, read by elfutils' libdebuginfod when libdw finds no
+ * debug file on disk: anything but blanks names a server. */
+static void
+debuginfod(struct ps_config *c, ps_getenv_fn get)
+{
+	const char *urls = get("DEBUGINFOD_URLS");
+
+	c->debuginfod = urls && urls[strspn(urls, " \t")] != '\0';
+}
+
 /* The symbol cache's directory: $XDG_CACHE_HOME/pyroshim, else
  * $HOME/.cache/pyroshim (the XDG base directory rules: a relative
  * XDG_CACHE_HOME is ignored); none without either. */
@@ -498,6 +508,7 @@ ps_config_load(struct ps_config *c, ps_getenv_fn get, const char *exe)
 	}
 	app_name(c, get, exe);
 	cache_dir(c, get);
+	debuginfod(c, get);
 	bad += otel_rules(c, get);
 	return bad;
 }

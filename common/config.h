@@ -41,6 +41,8 @@ struct ps_config {
 					* kept per user across runs, default 64 MiB; 0 = none */
 	char symbol_cache_dir[PATH_MAX]; /* $XDG_CACHE_HOME/pyroshim or ~/.cache/pyroshim;
 					  * "" = none */
+	int debuginfod;                /* DEBUGINFOD_URLS names a server: libdw may fetch
+					* debug information missing on disk */
 	int folded_lines;              /* PYROSCOPE_FOLDED_LINES (default 0) */
 	uint64_t upload_interval_ns;   /* PYROSCOPE_UPLOAD_INTERVAL, default 10 s */
 	uint64_t flush_timeout_ns;     /* PYROSCOPE_FLUSH_TIMEOUT, default 3 s */

@@ -100,6 +100,25 @@ START_TEST(config_symbol_cache_dir_follows_xdg)
 }
 END_TEST
 
+/* DEBUGINFOD_URLS: anything but blanks names a server. */
+START_TEST(config_debuginfod_when_urls_are_set)
+{
+	static const struct { const char *v; int on; } cases[] = {
+		{ NULL, 0 }, { "", 0 }, { " \t ", 0 }, { "https://debuginfod.debian.net", 1 },
+		{ " x", 1 },
+	};
+	struct ps_config c;
+	char err[256];
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
+		set("DEBUGINFOD_URLS", cases[i].v);
+		ck_assert_int_eq(load(&c, err, sizeof(err)), 0);
+		ck_assert_msg(c.debuginfod == cases[i].on, "DEBUGINFOD_URLS=%s", cases[i].v);
+	}
+}
+END_TEST
+
 START_TEST(config_reads_every_valid_value)
 {
 	struct ps_config c;
@@ -378,6 +397,7 @@ main(void)
 	tcase_add_test(tc, config_defaults_when_nothing_is_set);
 	tcase_add_test(tc, config_reads_every_valid_value);
 	tcase_add_test(tc, config_symbol_cache_dir_follows_xdg);
+	tcase_add_test(tc, config_debuginfod_when_urls_are_set);
 	tcase_add_loop_test(tc, config_bad_value_prints_one_line_and_uses_default, 0,
 			    (int)(sizeof(bad) / sizeof(bad[0])));
 	tcase_add_test(tc, config_long_value_is_shortened_in_the_message);

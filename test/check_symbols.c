@@ -132,7 +132,7 @@ START_TEST(symbols_names_plt_stubs_func_at_plt)
 	ck_assert_int_eq(kind, PS_SYM_FUNC);
 	ck_assert_msg(strlen(buf) > 4 && !strcmp(buf + strlen(buf) - 4, "@plt"), "%s", buf);
 	/* Source lines are never asked for a stub. */
-	ck_assert_int_eq(ps_symbols_use_dwarf(s, 64u << 20), 0);
+	ck_assert_int_eq(ps_symbols_use_dwarf(s, 64u << 20, 0), 0);
 	{
 		struct ps_src_frame f[PS_MAX_INLINE];
 
@@ -153,7 +153,7 @@ START_TEST(symbols_source_lines_of_own_code)
 
 	/* Off until asked for: a names-only cache loads no DWARF. */
 	ck_assert_int_eq(ps_symbols_source(s, a, f, PS_MAX_INLINE), 0);
-	ck_assert_int_eq(ps_symbols_use_dwarf(s, 64u << 20), 0);
+	ck_assert_int_eq(ps_symbols_use_dwarf(s, 64u << 20, 0), 0);
 	for (i = 0; i < 64 && !hit; i++) {
 		n = ps_symbols_source(s, a + i, f, PS_MAX_INLINE);
 		ck_assert_int_ge(n, 1);

@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <link.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +19,7 @@
 #include <unistd.h>
 
 #include "uploader/dwarf.h"
+#include "uploader/elf.h"
 #include "uploader/symcache.h"
 
 /* ---- helpers ------------------------------------------------------------ */
@@ -225,7 +227,7 @@ START_TEST(symcache_ranges_agree_with_dwarf)
 	size_t i;
 
 	ck_assert_int_eq(dl_iterate_phdr(find_object, &libc), 1);
-	ck_assert_int_eq(ps_dwarf_new(&d, 1ull << 30), 0);
+	ck_assert_int_eq(ps_dwarf_new(&d, 1ull << 30, 0), 0);
 	for (i = 0; i < sizeof(libc_funcs) / sizeof(*libc_funcs); i++)
 		ranges += check_window(d, &libc, libc_fn(libc_funcs[i]), 4096, &inlined);
 	/* The executable: the first object dl_iterate_phdr reports. */
@@ -317,7 +319,7 @@ START_TEST(function_walk_agrees_with_lookups)
 	ck_assert_int_eq(dl_iterate_phdr(find_object, &libc), 1);
 	ck_assert_int_eq(dl_iterate_phdr(find_object, &self), 1);
 	ck_assert_int_gt(readlink("/proc/self/exe", self.path, sizeof(self.path) - 1), 0);
-	ck_assert_int_eq(ps_dwarf_new(&d, 1ull << 30), 0);
+	ck_assert_int_eq(ps_dwarf_new(&d, 1ull << 30, 0), 0);
 	for (i = 0; i < sizeof(libc_funcs) / sizeof(*libc_funcs); i++)
 		pieces += check_function(d, &libc, libc_fn(libc_funcs[i]), &inlined);
 	pieces += check_function(d, &self, (uintptr_t)check_window, &inlined);
@@ -558,6 +560,117 @@ START_TEST(symcache_stays_within_its_bound)
 }
 END_TEST
 
+/* ---- no DWARF to find: libdw not loaded --------------------------------- */
+
+/* Run a shell command made from fmt; it must succeed. */
+static void
+sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void
+sh(const char *fmt, ...)
+{
+	char cmd[4 * PATH_MAX];
+	va_list ap;
+
+	va_start(ap, fmt);
+	ck_assert_int_lt(vsnprintf(cmd, sizeof(cmd), fmt, ap), (int)sizeof(cmd));
+	va_end(ap);
+	ck_assert_msg(system(cmd) == 0, "failed: %s", cmd);
+}
+
+/* Look up this program's check_window in the copy at path (same layout,
+ * same bias) with a fresh reader: the frames found, and what it loaded. */
+static int
+lookup_copy(const char *path, uintptr_t bias, struct ps_dwarf_stats *st, int debuginfod)
+{
+	struct ps_dwarf_frame f[16];
+	struct ps_dwarf *d;
+	uintptr_t valid[2];
+	int n;
+
+	ck_assert_int_eq(ps_dwarf_new(&d, 1ull << 30, debuginfod), 0);
+	n = ps_dwarf_lookup(d, path, bias, (uintptr_t)check_window + 4, f, 16, valid);
+	if (n > 0)
+		ck_assert_str_eq(f[n - 1].name, "check_window");
+	ps_dwarf_get_stats(d, st);
+	ck_assert_uint_eq(st->objects, 1);
+	ps_dwarf_free(d);
+	return n;
+}
+
+/* A stripped copy of this program, and its DWARF wherever libdwfl's
+ * search looks (elf.h, ps_elf_dwarf_possible): libdw is loaded and finds
+ * it; with the DWARF nowhere, libdw is not loaded at all. */
+START_TEST(dwarf_not_loaded_when_there_is_none_to_find)
+{
+	struct object self = { .want = "" };
+	char exe[PATH_MAX] = "", p[PATH_MAX + 64], lnk[PATH_MAX + 64];
+	struct ps_dwarf_stats st;
+
+	ck_assert_int_eq(dl_iterate_phdr(find_object, &self), 1);
+	ck_assert_int_gt(readlink("/proc/self/exe", exe, sizeof(exe) - 1), 0);
+	make_dir();
+	sh("mkdir -p '%s/bin/.debug'", top);
+	snprintf(p, sizeof(p), "%s/bin/prog", top);
+	sh("objcopy --only-keep-debug '%s' '%s/dbg' && objcopy --strip-debug '%s' '%s'", exe, top,
+	   exe, p);
+
+	/* The program itself has DWARF. */
+	ck_assert_int_gt(lookup_copy(exe, self.bias, &st, 0), 0);
+	ck_assert_int_eq(st.loaded, 1);
+	ck_assert_uint_eq(st.no_debug, 0);
+	/* Stripped, nothing anywhere. */
+	ck_assert_int_eq(ps_elf_dwarf_possible(p), 0);
+	ck_assert_int_eq(lookup_copy(p, self.bias, &st, 0), 0);
+	ck_assert_int_eq(st.loaded, 0);
+	ck_assert_uint_eq(st.no_debug, 1);
+	/* ...but a debuginfod server might have it (DEBUGINFOD_URLS is unset
+	 * here, so libdw's search fails fast). */
+	ck_assert_int_eq(lookup_copy(p, self.bias, &st, 1), 0);
+	ck_assert_int_eq(st.loaded, 1);
+	ck_assert_uint_eq(st.no_debug, 0);
+
+	/* No debuglink: basename.debug beside it, in .debug/, under the
+	 * debug root's tails; the basename itself outside its directory. */
+	sh("cp '%s/dbg' '%s/bin/prog.debug'", top, top);
+	ck_assert_int_gt(lookup_copy(p, self.bias, &st, 0), 0);
+	ck_assert_int_eq(st.loaded, 1);
+	sh("mv '%s/bin/prog.debug' '%s/bin/.debug/prog'", top, top);
+	ck_assert_int_gt(lookup_copy(p, self.bias, &st, 0), 0);
+	sh("rm '%s/bin/.debug/prog'", top);
+	ck_assert_int_eq(ps_elf_dwarf_possible(p), 0);
+	if (access("/usr/lib/debug", W_OK) == 0) {
+		/* /usr/lib/debug/<a tail of the directory>/prog(.debug):
+		 * "check_symcache.XXXXXX/bin", of /tmp/check_symcache.XXXXXX/bin. */
+		const char *tail = top + strlen("/tmp/");
+
+		sh("mkdir -p '/usr/lib/debug/%s/bin' && cp '%s/dbg' '/usr/lib/debug/%s/bin/prog'",
+		   tail, top, tail);
+		ck_assert_int_gt(lookup_copy(p, self.bias, &st, 0), 0);
+		sh("mv '/usr/lib/debug/%s/bin/prog' '/usr/lib/debug/%s/bin/prog.debug'", tail, tail);
+		ck_assert_int_eq(ps_elf_dwarf_possible(p), 1);
+		sh("rm -r '/usr/lib/debug/%s'", tail);
+		ck_assert_int_eq(ps_elf_dwarf_possible(p), 0);
+	}
+
+	/* A debuglink, through a symbolic link: the real path counts too. */
+	sh("cd '%s' && cp dbg other.dbg && objcopy --add-gnu-debuglink=other.dbg bin/prog && "
+	   "mv other.dbg bin/.debug/other.dbg", top);
+	snprintf(lnk, sizeof(lnk), "%s/link", top);
+	ck_assert_int_eq(symlink(p, lnk), 0);
+	ck_assert_int_gt(lookup_copy(lnk, self.bias, &st, 0), 0);
+	ck_assert_int_eq(st.loaded, 1);
+	sh("rm '%s/bin/.debug/other.dbg'", top);
+	ck_assert_int_eq(ps_elf_dwarf_possible(lnk), 0);
+	ck_assert_int_eq(lookup_copy(lnk, self.bias, &st, 0), 0);
+	ck_assert_int_eq(st.loaded, 0);
+	/* The link's name, not the basename, is looked for: prog.debug is
+	 * not what libdwfl opens now. */
+	sh("cp '%s/dbg' '%s/bin/prog.debug'", top, top);
+	ck_assert_int_eq(ps_elf_dwarf_possible(p), 0);
+	remove_dir();
+}
+END_TEST
+
 static Suite *
 symcache_suite(void)
 {
@@ -573,6 +686,7 @@ symcache_suite(void)
 	tcase_add_test(tc, symcache_directory_must_be_private);
 	tcase_add_test(tc, symcache_merges_two_writers);
 	tcase_add_test(tc, symcache_stays_within_its_bound);
+	tcase_add_test(tc, dwarf_not_loaded_when_there_is_none_to_find);
 	suite_add_tcase(s, tc);
 	return s;
 }

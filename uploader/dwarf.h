@@ -51,8 +51,11 @@ struct ps_dwarf_frame {
 
 /* Create an empty reader; nothing is loaded until the first look-up.
  * mem_cap: bytes of resident growth allowed (0: never look anything up).
+ * debuginfod: libdw may fetch what is not on disk (ps_config.debuginfod),
+ * so every object is asked of it; else an object with nothing to find on
+ * disk is not (elf.h, ps_elf_dwarf_possible).
  * Returns 0 and sets *out, or -ENOMEM.  Context: uploader; allocates. */
-int ps_dwarf_new(struct ps_dwarf **out, uint64_t mem_cap) PS_WUR;
+int ps_dwarf_new(struct ps_dwarf **out, uint64_t mem_cap, int debuginfod) PS_WUR;
 
 /* Release everything (libdw stays loaded).  NULL is allowed. */
 void ps_dwarf_free(struct ps_dwarf *d);
@@ -88,5 +91,13 @@ int ps_dwarf_function(struct ps_dwarf *d, const char *path, uintptr_t bias, uint
 
 /* 1 once the memory cap stopped look-ups. */
 int ps_dwarf_over_cap(const struct ps_dwarf *d);
+
+/* What the reader did, for the log and the tests. */
+struct ps_dwarf_stats {
+	int loaded;             /* libdw was loaded and a Dwfl begun */
+	uint32_t objects;       /* objects asked about */
+	uint32_t no_debug;      /* of them, known to have no DWARF without libdw */
+};
+void ps_dwarf_get_stats(const struct ps_dwarf *d, struct ps_dwarf_stats *st);
 
 #endif

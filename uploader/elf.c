@@ -108,9 +108,11 @@ find_section(const struct elf *e, uint32_t type)
 
 static const char *str_at(const struct elf *e, const ElfW(Shdr) *strs, uint64_t off);
 
-/* The section called name (".gopclntab"), or NULL. */
+/* The first section whose name's first len bytes are name's: the section
+ * called name with len = strlen(name) + 1 (find_section_named), the first
+ * of a family (".debug_") with len = strlen(name).  NULL if none. */
 static const ElfW(Shdr) *
-find_section_named(const struct elf *e, const char *name)
+find_section_prefix(const struct elf *e, const char *name, size_t len)
 {
 	const ElfW(Ehdr) *eh = (const void *)e->p;
 	const ElfW(Shdr) *strs;
@@ -127,10 +129,17 @@ find_section_named(const struct elf *e, const char *name)
 		return NULL;
 	for (i = 0; i < e->shnum; i++) {
 		s = str_at(e, strs, e->sh[i].sh_name);
-		if (s && !strcmp(s, name))
+		if (s && !strncmp(s, name, len))
 			return &e->sh[i];
 	}
 	return NULL;
+}
+
+/* The section called name (".gopclntab"), or NULL. */
+static const ElfW(Shdr) *
+find_section_named(const struct elf *e, const char *name)
+{
+	return find_section_prefix(e, name, strlen(name) + 1);
 }
 
 /* The NUL-terminated name at off in string section strs, or NULL. */
@@ -580,6 +589,129 @@ ps_elf_find_sym(const struct ps_symtab *t, uint64_t off)
 	}
 	c = &t->v[i];
 	return !(c->name & PS_SYM_SIZED) && off - c->lo < c->len ? c : NULL;
+}
+
+/* 1 if path is there, or may be: a look-up that fails other than by
+ * ENOENT or ENOTDIR counts as there (libdwfl gives up on those too, and
+ * then asks debuginfod). */
+static int
+there(const char *path)
+{
+	struct stat st;
+
+	return stat(path, &st) == 0 || (errno != ENOENT && errno != ENOTDIR);
+}
+
+/* there() of dir/sub/name; sub may be NULL. */
+static int
+there_in(const char *dir, const char *sub, const char *name)
+{
+	char p[PATH_MAX];
+	int n = sub ? snprintf(p, sizeof(p), "%s/%s/%s", dir, sub, name) :
+		      snprintf(p, sizeof(p), "%s/%s", dir, name);
+
+	return n < 0 || (size_t)n >= sizeof(p) || there(p);
+}
+
+#define DEBUG_ROOT "/usr/lib/debug"
+
+/* Is any file that libdwfl's path search would open for the object at
+ * `path` there?  The search (dwfl_standard_find_debuginfo, elfutils
+ * libdwfl/find-debuginfo.c, with dwarf.c's path ":.debug:" DEBUG_ROOT)
+ * looks for `link` -- the .gnu_debuglink name, or when there is none the
+ * basename + ".debug", and then outside the object's directory the
+ * basename too -- in the object's directory, in its .debug/, and under
+ * DEBUG_ROOT in each tail of the object's directory ("usr/lib/x",
+ * "lib/x", "x", none); then the same for the object's real path if it
+ * differs. */
+static int
+link_there(const char *path, const char *link)
+{
+	char dir[PATH_MAX], real[PATH_MAX], made[NAME_MAX + 8];
+	const char *base, *tail, *f;
+	size_t n;
+	int pass;
+
+	for (pass = 0; pass < 2; pass++) {
+		if (pass == 1) {
+			if (!realpath(path, real))
+				return errno != ENOENT && errno != ENOTDIR;
+			if (!strcmp(real, path))
+				return 0;
+			path = real;
+		}
+		base = strrchr(path, '/');
+		n = base ? (size_t)(base - path) : 0;
+		if (path[0] != '/' || n >= sizeof(dir))
+			return 1;  /* a relative name: not worth guessing */
+		base++;
+		memcpy(dir, n ? path : "/", n ? n : 1);
+		dir[n ? n : 1] = '\0';
+		f = link;
+		if (!f) {
+			if ((size_t)snprintf(made, sizeof(made), "%s.debug", base) >= sizeof(made))
+				return 1;
+			f = made;
+		}
+		if (there_in(dir, NULL, f) || there_in(dir, ".debug", f) ||
+		    (!link && there_in(dir, ".debug", base)))
+			return 1;
+		for (tail = dir; tail; tail = strchr(tail + 1, '/'))
+			if (tail[1] && (there_in(DEBUG_ROOT, tail + 1, f) ||
+					(!link && there_in(DEBUG_ROOT, tail + 1, base))))
+				return 1;
+		if (there_in(DEBUG_ROOT, NULL, f) || (!link && there_in(DEBUG_ROOT, NULL, base)))
+			return 1;
+	}
+	return 0;
+}
+
+int
+ps_elf_dwarf_possible(const char *path)
+{
+	const char *link = NULL;
+	const ElfW(Shdr) *sl;
+	struct elf e = { 0 };
+	char dbg[PATH_MAX];
+	const uint8_t *id;
+	struct stat sb;
+	size_t idlen = 0;
+	void *p;
+	int fd, rc = 1;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+	if (fd < 0)
+		return 1;
+	if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) || sb.st_size < (off_t)sizeof(ElfW(Ehdr))) {
+		close(fd);
+		return 1;
+	}
+	p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+	close(fd);
+	if (p == MAP_FAILED)
+		return 1;
+	e.p = p;
+	e.size = (size_t)sb.st_size;
+	/* DWARF of its own (compressed or not), or a file by build ID. */
+	if (elf_open(&e) || find_section_prefix(&e, ".debug_", 7) ||
+	    find_section_prefix(&e, ".zdebug_", 8))
+		goto out;
+	id = build_id(&e, &idlen);
+	if (id && (debug_file_path(id, idlen, dbg, sizeof(dbg)) || there(dbg)))
+		goto out;
+	sl = find_section_named(&e, ".gnu_debuglink");
+	if (sl) {
+		if (sl->sh_type != SHT_PROGBITS || !in_file(&e, sl->sh_offset, sl->sh_size, 1) ||
+		    !sl->sh_size || !memchr(e.p + sl->sh_offset, 0, sl->sh_size))
+			goto out;
+		link = (const char *)e.p + sl->sh_offset;
+		if (!link[0] || strlen(link) > NAME_MAX)
+			goto out;
+	}
+	rc = link_there(path, link);
+out:
+	munmap(p, e.size);
+	return rc;
 }
 
 int

@@ -48,6 +48,13 @@ int ps_elf_load(const char *path, const ElfW(Phdr) *mem, uint32_t phnum,
  * that contains off wins over an unsized one before it. */
 const struct ps_sym *ps_elf_find_sym(const struct ps_symtab *t, uint64_t off);
 
+/* 0 if libdw's search on disk (dwarf.c) cannot find any DWARF for the ELF
+ * file at path -- it has no debug sections, and no separate debug file is
+ * where libdwfl looks, by build ID or by debuglink name -- so that it need
+ * not be loaded and asked; 1 otherwise, or when in doubt.  A debug package installed later counts at the next
+ * call.  Context: the uploader; opens and stats files. */
+int ps_elf_dwarf_possible(const char *path);
+
 /* Release *t.  Context: its owner. */
 void ps_symtab_free(struct ps_symtab *t);
 

@@ -264,7 +264,8 @@ fold_ready(struct ps_export *x, const struct ps_stacktab *st)
 		return rc;
 	}
 	/* Without memory for the DWARF reader, names stay function-level. */
-	if (ps_fold_configure(&x->fold, x->cfg->folded_lines, x->cfg->dwarf_memory, DWARF_PASS_NS))
+	if (ps_fold_configure(&x->fold, x->cfg->folded_lines, x->cfg->dwarf_memory,
+			      x->cfg->debuginfod, DWARF_PASS_NS))
 		ps_warn("no memory for source lines: profiles name functions only");
 	else if (x->cfg->dwarf_memory &&
 		 ps_symbols_use_cache(x->fold.syms, x->cfg->symbol_cache_dir, x->cfg->symbol_cache_size))
@@ -326,11 +327,12 @@ ps_export_save_symbols(struct ps_export *x, int final, uint64_t fill_ns)
 	if (!final)
 		return;
 	ps_symbols_get_stats(x->fold.syms, &ss);
-	ps_debug("source lines: %llu looked up in DWARF, %llu answered by the symbol cache "
-		 "(%u files read, %u not used%s), %llu ranges added to complete its "
-		 "functions", (unsigned long long)ss.src_lookups,
-		 (unsigned long long)ss.src_cached, ss.cache_files, ss.cache_rejected,
-		 ss.cache_full ? ", full" : "", (unsigned long long)ss.src_filled);
+	ps_debug("source lines: %llu looked up in DWARF (libdw %s, %u objects without debug "
+		 "information), %llu answered by the symbol cache (%u files read, %u not "
+		 "used%s), %llu ranges added to complete its functions",
+		 (unsigned long long)ss.src_lookups, ss.dwarf_loaded ? "loaded" : "not loaded",
+		 ss.dwarf_no_debug, (unsigned long long)ss.src_cached, ss.cache_files,
+		 ss.cache_rejected, ss.cache_full ? ", full" : "", (unsigned long long)ss.src_filled);
 }
 
 int

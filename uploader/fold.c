@@ -441,11 +441,12 @@ ps_fold_init(struct ps_fold *f, uint32_t nslots, uintptr_t skip_lo, uintptr_t sk
 }
 
 int
-ps_fold_configure(struct ps_fold *f, int folded_lines, uint64_t dwarf_memory, uint64_t budget_ns)
+ps_fold_configure(struct ps_fold *f, int folded_lines, uint64_t dwarf_memory, int debuginfod,
+		  uint64_t budget_ns)
 {
 	f->folded_lines = folded_lines;
 	f->dwarf_budget_ns = dwarf_memory ? budget_ns : 0;
-	return ps_symbols_use_dwarf(f->syms, dwarf_memory);
+	return ps_symbols_use_dwarf(f->syms, dwarf_memory, debuginfod);
 }
 
 /* Map one raw stack to location ids, leaf first, dropping the shim's own

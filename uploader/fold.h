@@ -128,10 +128,11 @@ struct ps_fold {
 int ps_fold_init(struct ps_fold *f, uint32_t nslots, uintptr_t skip_lo, uintptr_t skip_hi) PS_WUR;
 
 /* Options, from the configuration.  dwarf_memory: bytes libdw may hold
- * (PYROSCOPE_DWARF_MEMORY; 0: function-level only); budget_ns: DWARF
- * look-up time per pass.  Returns 0 or -ENOMEM. */
+ * (PYROSCOPE_DWARF_MEMORY; 0: function-level only); debuginfod: as
+ * ps_dwarf_new's; budget_ns: DWARF look-up time per pass.  Returns 0 or
+ * -ENOMEM. */
 int ps_fold_configure(struct ps_fold *f, int folded_lines, uint64_t dwarf_memory,
-		      uint64_t budget_ns) PS_WUR;
+		      int debuginfod, uint64_t budget_ns) PS_WUR;
 
 /* Map new slots and recompute every counter from the tables (lt may be
  * NULL).  Returns 0 or -ENOMEM (the pass is then partial, and says so). */

@@ -418,19 +418,25 @@ ps_symbols_invalidate(struct ps_symbols *s)
 void
 ps_symbols_get_stats(const struct ps_symbols *s, struct ps_symbols_stats *st)
 {
+	struct ps_dwarf_stats ds = { 0 };
+
 	*st = s->st;
 	st->dwarf_over_cap = s->dwarf ? ps_dwarf_over_cap(s->dwarf) : 0;
+	if (s->dwarf)
+		ps_dwarf_get_stats(s->dwarf, &ds);
+	st->dwarf_loaded = ds.loaded;
+	st->dwarf_no_debug = ds.no_debug;
 	st->modules = s->mods.n;
 	st->scans = s->mods.scans;
 	st->cached = s->count;
 }
 
 int
-ps_symbols_use_dwarf(struct ps_symbols *s, uint64_t mem_cap)
+ps_symbols_use_dwarf(struct ps_symbols *s, uint64_t mem_cap, int debuginfod)
 {
 	if (s->dwarf || mem_cap == 0)
 		return 0;
-	return ps_dwarf_new(&s->dwarf, mem_cap);
+	return ps_dwarf_new(&s->dwarf, mem_cap, debuginfod);
 }
 
 int

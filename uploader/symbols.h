@@ -49,6 +49,8 @@ struct ps_symbols_stats {
 	uint32_t cache_rejected; /* symbol cache files there but not used */
 	int cache_full;       /* an object's cache reached its size bound */
 	int dwarf_over_cap;   /* the DWARF memory cap stopped look-ups */
+	int dwarf_loaded;     /* libdw was loaded for source look-ups */
+	uint32_t dwarf_no_debug; /* objects known to have no DWARF without it */
 	uint32_t modules;     /* objects known now */
 	uint32_t cached;      /* IPs cached now */
 };
@@ -87,10 +89,10 @@ void ps_symbols_free(struct ps_symbols *s);
 int ps_symbols_lookup(struct ps_symbols *s, uintptr_t ip, char *buf, size_t len);
 
 /* Look source lines up in DWARF (uploader/dwarf.h) from now on, letting
- * libdw's memory grow by at most mem_cap bytes (0: never).  Off until
- * called, so that a cache made only for names loads no debug information.
- * Returns 0 or -ENOMEM.  Context: the owner. */
-int ps_symbols_use_dwarf(struct ps_symbols *s, uint64_t mem_cap) PS_WUR;
+ * libdw's memory grow by at most mem_cap bytes (0: never); debuginfod as
+ * ps_dwarf_new's.  Off until called, so that a cache made only for names
+ * loads no debug information.  Returns 0 or -ENOMEM.  Context: the owner. */
+int ps_symbols_use_dwarf(struct ps_symbols *s, uint64_t mem_cap, int debuginfod) PS_WUR;
 
 /* Keep the answers of source look-ups per build ID in directory `dir`,
  * bounded to `cap` bytes (uploader/symcache.h), and ask them before DWARF

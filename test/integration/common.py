@@ -79,6 +79,20 @@ def run(argv, env, timeout=120, cwd=None, stdin=None):
                    time.monotonic() - t0)
 
 
+def helper_log(test, log, timeout=30):
+    """The debug log once the helper's last line is in it: what comes after
+    the program's profiles (the symbol cache, its counts) is written once
+    the program no longer waits."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with open(log) as f:
+            text = f.read()
+        if "uploader: helper used" in text:
+            return text
+        time.sleep(0.05)
+    test.fail("the helper did not end: " + text[-2000:])
+
+
 def have_go():
     return shutil.which("go") is not None
 

@@ -17,8 +17,8 @@ import subprocess
 import tempfile
 import unittest
 
-from common import (PROG, ROOT, ShimTest, clean_env, have_go, pprof, pprof_raw, read_folded,
-                    run, top_lines)
+from common import (PROG, ROOT, ShimTest, clean_env, have_go, helper_log, pprof, pprof_raw,
+                    read_folded, run, top_lines)
 
 SRC_MAIN = os.path.join(ROOT, "test", "prog", "lines", "lines_main.c")
 SRC_LIB = os.path.join(ROOT, "test", "prog", "lines", "lines_lib.c")
@@ -231,6 +231,46 @@ class LineOptions(ShimTest):
         names = {fr for _, frames in samples for fr in frames}
         self.assertTrue({"main", "lib_spin"} <= names, sorted(names)[:20])
         self.assertFalse([n for n in names if n.startswith("?")])
+
+    def test_stripped_program_has_lines_only_from_a_debug_file(self):
+        # A copy of the program without its DWARF: function names from its
+        # symbol table, no line of its own code, and the helper knows that
+        # without asking libdw (the log counts it); the same copy with its
+        # DWARF as prog.debug beside it (what libdw finds by name) gets
+        # its hot lines back.
+        bin_dir = os.path.join(self.tmp, "bin")
+        os.makedirs(bin_dir)
+        exe = os.path.join(bin_dir, "lines")
+        shutil.copy(os.path.join(PROG, "liblines.so"), bin_dir)
+        subprocess.run(["objcopy", "--only-keep-debug", os.path.join(PROG, "lines"),
+                        os.path.join(self.tmp, "lines.dbg")], check=True)
+        subprocess.run(["objcopy", "--strip-debug", os.path.join(PROG, "lines"), exe], check=True)
+        log = os.path.join(self.tmp, "log")
+        own = marked_line(SRC_MAIN, "HOT: own")
+        for with_debug in (False, True):
+            shutil.rmtree(self.out, ignore_errors=True)
+            env = clean_env({"PYROSCOPE_OUTPUT_DIR": self.out, "PYROSCOPE_APPLICATION_NAME": "st",
+                             "PYROSCOPE_SAMPLE_RATE": "250", "PYROSCOPE_LOG_LEVEL": "debug",
+                             "PYROSCOPE_LOG_FILE": log,
+                             # Its own cache: others hold this build ID's lines.
+                             "XDG_CACHE_HOME": os.path.join(self.tmp, "xdg")})
+            r = run([exe, "200"], env, timeout=120)
+            self.assertEqual((r.rc, r.err), (0, b""))
+            (cpu,) = [os.path.join(self.out, f) for f in self.files() if f.endswith("cpu.pb.gz")]
+            rows, _ = top_lines(cpu)
+            got = best_line(rows, "own_spin", SRC_MAIN)
+            names = {fr for _, frames in pprof_raw(cpu)[1] for fr in frames}
+            self.assertTrue({"main", "lib_spin"} <= names and
+                            [n for n in names if n.startswith("own_spin")], sorted(names)[:20])
+            if with_debug:
+                self.assertIsNotNone(got, sorted(rows)[:30])
+                self.assertLessEqual(abs(got - own), 1)
+            else:
+                self.assertIsNone(got, sorted(rows)[:30])
+                self.assertRegex(helper_log(self, log), r"source lines: \d+ looked up in DWARF \(libdw (not )?"
+                                       r"loaded, [1-9]\d* objects without debug information\)")
+                os.unlink(log)
+                shutil.copy(os.path.join(self.tmp, "lines.dbg"), exe + ".debug")
 
     def test_dwarf_memory_zero_is_function_level_with_real_addresses(self):
         f = self.run_lines({"PYROSCOPE_DWARF_MEMORY": "0"})
