@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -267,44 +268,65 @@ take_piece(void *arg, uintptr_t lo, uintptr_t hi, const struct ps_dwarf_frame *f
 	return 0;
 }
 
+/* The extent [*lo, *hi) (runtime) of the ELF symbol of o that holds addr,
+ * as the uploader reads it (libc's internal functions from libc6-dbg's
+ * symbol table). */
+static void
+sym_extent(const struct object *o, uintptr_t addr, uintptr_t *lo, uintptr_t *hi)
+{
+	struct ps_symtab t = { 0 };
+	const struct ps_sym *s;
+
+	ck_assert_int_eq(ps_elf_load(o->path, NULL, 0, &t), 0);
+	s = ps_elf_find_sym(&t, addr - o->bias);
+	ck_assert_ptr_nonnull(s);
+	*lo = o->bias + s->lo;
+	*hi = *lo + s->len;
+	ps_symtab_free(&t);
+}
+
+/* The pieces of the last check_function. */
+static struct pieces walked;
+
 /* Every piece ps_dwarf_function gives must be what ps_dwarf_lookup answers
  * at each of its addresses (short pieces byte by byte, long ones at both
- * ends and the middle), the pieces back to back.  Returns the pieces;
- * *inlined counts those with an inlined frame. */
+ * ends and the middle), the pieces back to back.  Returns the pieces (in
+ * `walked`); *inlined counts those with an inlined frame. */
 static int
 check_function(struct ps_dwarf *d, const struct object *o, uintptr_t addr, int *inlined)
 {
-	static struct pieces p;
+	struct pieces *p = &walked;
 	struct ps_dwarf_frame f[16];
 	struct answer got;
-	uintptr_t b, v[2];
+	uintptr_t b, v[2], lo, hi;
 	int i, n;
 
-	p.n = p.gap = 0;
-	if (!p.a)
-		p.a = calloc(4096, sizeof(*p.a));
-	ck_assert_ptr_nonnull(p.a);
-	n = ps_dwarf_function(d, o->path, o->bias, addr, 16, take_piece, &p);
-	ck_assert_int_eq(n, p.n);
+	p->n = p->gap = 0;
+	if (!p->a)
+		p->a = calloc(4096, sizeof(*p->a));
+	ck_assert_ptr_nonnull(p->a);
+	sym_extent(o, addr, &lo, &hi);
+	n = ps_dwarf_function(d, o->path, o->bias, addr, lo, hi, 16, take_piece, p);
+	ck_assert_int_eq(n, p->n);
 	if (n == 0)
 		return 0;
-	ck_assert_msg(!p.gap, "%s+%lx: pieces not back to back", o->path,
+	ck_assert_msg(!p->gap, "%s+%lx: pieces not back to back", o->path,
 		      (unsigned long)(addr - o->bias));
-	ck_assert_uint_le(p.lo[0], addr);
-	ck_assert_uint_gt(p.hi[p.n - 1], addr);
-	for (i = 0; i < p.n; i++) {
-		*inlined += p.a[i].n > 1;
-		for (b = p.lo[i]; b < p.hi[i];) {
+	ck_assert_uint_le(p->lo[0], addr);
+	ck_assert_uint_gt(p->hi[p->n - 1], addr);
+	for (i = 0; i < p->n; i++) {
+		*inlined += p->a[i].n > 1;
+		for (b = p->lo[i]; b < p->hi[i];) {
 			n = ps_dwarf_lookup(d, o->path, o->bias, b, f, 16, v);
 			copy_answer(&got, f, n);
-			ck_assert_msg(same_answer(&p.a[i], &got),
+			ck_assert_msg(same_answer(&p->a[i], &got),
 				      "%s+%lx: the walk says %s:%d (%d frames), a look-up %s:%d (%d)",
-				      o->path, (unsigned long)(b - o->bias), p.a[i].f[0].file,
-				      p.a[i].f[0].line, p.a[i].n, got.f[0].file, got.f[0].line, got.n);
-			b = next_probe(b, p.lo[i], p.hi[i]);
+				      o->path, (unsigned long)(b - o->bias), p->a[i].f[0].file,
+				      p->a[i].f[0].line, p->a[i].n, got.f[0].file, got.f[0].line, got.n);
+			b = next_probe(b, p->lo[i], p->hi[i]);
 		}
 	}
-	return p.n;
+	return p->n;
 }
 
 START_TEST(function_walk_agrees_with_lookups)
@@ -326,6 +348,40 @@ START_TEST(function_walk_agrees_with_lookups)
 	pieces += check_function(d, &self, (uintptr_t)check_function, &inlined);
 	ck_assert_msg(pieces > 300, "only %d pieces", pieces);
 	ck_assert_msg(inlined > 20, "only %d pieces with inlined frames", inlined);
+	ps_dwarf_free(d);
+}
+END_TEST
+
+/* Where DWARF has no subprogram, the ELF symbol's extent is walked: libc's
+ * memmove (assembly with a line table; dlsym runs its IFUNC resolver, so
+ * this is the variant this machine uses) gets its rows, all of it; this
+ * program's _start (crt1, in no compilation unit) one range without
+ * lines. */
+START_TEST(function_walk_covers_assembly_by_its_symbol)
+{
+	struct object libc = { .want = "libc.so.6" }, self = { .want = "" };
+	uintptr_t lo, hi, start = (uintptr_t)getauxval(AT_ENTRY);
+	struct ps_dwarf *d;
+	int inlined = 0, n;
+
+	ck_assert_int_eq(dl_iterate_phdr(find_object, &libc), 1);
+	ck_assert_int_eq(dl_iterate_phdr(find_object, &self), 1);
+	ck_assert_int_gt(readlink("/proc/self/exe", self.path, sizeof(self.path) - 1), 0);
+	ck_assert_int_eq(ps_dwarf_new(&d, 1ull << 30, 0), 0);
+	n = check_function(d, &libc, libc_fn("memmove"), &inlined);
+	sym_extent(&libc, libc_fn("memmove"), &lo, &hi);
+	ck_assert_msg(n > 10, "memmove: %d pieces", n);
+	ck_assert_uint_eq(walked.lo[0], lo);
+	ck_assert_uint_eq(walked.hi[n - 1], hi);
+	ck_assert_int_eq(walked.a[0].n, 1);
+	ck_assert_int_gt(walked.a[0].f[0].line, 0);
+	n = check_function(d, &self, start, &inlined);
+	sym_extent(&self, start, &lo, &hi);
+	ck_assert_int_eq(n, 1);
+	ck_assert_uint_eq(walked.lo[0], lo);
+	ck_assert_uint_eq(walked.hi[0], hi);
+	ck_assert_int_eq(walked.a[0].n, 0);
+	ck_assert_int_eq(inlined, 0);
 	ps_dwarf_free(d);
 }
 END_TEST
@@ -680,6 +736,7 @@ symcache_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, symcache_ranges_agree_with_dwarf);
 	tcase_add_test(tc, function_walk_agrees_with_lookups);
+	tcase_add_test(tc, function_walk_covers_assembly_by_its_symbol);
 	tcase_add_test(tc, symcache_round_trips_and_cuts_overlaps);
 	tcase_add_test(tc, symcache_rejects_every_corrupted_byte);
 	tcase_add_test(tc, symcache_rejects_another_build_id_and_untrusted_files);

@@ -795,8 +795,49 @@ chain_at(struct ps_dwarf *d, Dwarf_Die *cu, Dwarf_Die *fn, const struct walk *w,
 	return k + 1;
 }
 
+/* ps_dwarf_function where DWARF has no subprogram: assembly (libc's
+ * memmove variants, a hot function of every program that copies) or code
+ * of no compilation unit (_start).  Their look-ups answer one line-table
+ * row, or one byte without a line, at a time, so without this every run
+ * that samples another address of them opened DWARF again.  Each answer
+ * is ps_dwarf_lookup's own, for the range it says it holds; bytes without
+ * a line are joined into one range.  Stops where the look-up gives no
+ * range (libdw missing, the cap), at MAX_PIECES steps, or when emit says. */
+static int
+walk_lookups(struct ps_dwarf *d, const char *path, uintptr_t bias, uintptr_t lo, uintptr_t hi,
+	     int max, int (*emit)(void *, uintptr_t, uintptr_t, const struct ps_dwarf_frame *, int),
+	     void *arg)
+{
+	struct ps_dwarf_frame f[MAX_FRAMES];
+	uintptr_t a = lo, end, v[2], run = 0;
+	int n, pieces = 0, steps;
+
+	for (steps = 0; a < hi && steps < MAX_PIECES; steps++, a = end) {
+		n = ps_dwarf_lookup(d, path, bias, a, f, max, v);
+		if (n < 0 || v[1] <= a || v[0] > a)
+			break;
+		end = v[1] < hi ? v[1] : hi;
+		if (n == 0) {
+			if (!run)
+				run = a;
+			continue;
+		}
+		if (run && emit(arg, run, a, f, 0))
+			return pieces;
+		pieces += run != 0;
+		run = 0;
+		if (emit(arg, a, end, f, n))
+			return pieces;
+		pieces++;
+	}
+	if (run && !emit(arg, run, a, f, 0))
+		pieces++;
+	return pieces;
+}
+
 int
-ps_dwarf_function(struct ps_dwarf *d, const char *path, uintptr_t bias, uintptr_t addr, int max,
+ps_dwarf_function(struct ps_dwarf *d, const char *path, uintptr_t bias, uintptr_t addr,
+		  uintptr_t sym_lo, uintptr_t sym_hi, int max,
 		  int (*emit)(void *arg, uintptr_t lo, uintptr_t hi, const struct ps_dwarf_frame *f,
 			      int n),
 		  void *arg)
@@ -820,7 +861,7 @@ ps_dwarf_function(struct ps_dwarf *d, const char *path, uintptr_t bias, uintptr_
 		return 0;
 	cu = cu_of(o, addr, &cubuf, &b);
 	if (!cu)
-		return 0;
+		return walk_lookups(d, path, bias, sym_lo, sym_hi, max, emit, arg);
 	a = addr - b;
 	/* The function: the first subprogram enclosing the innermost scope. */
 	n = dw.getscopes(cu, a, &sc);
@@ -834,7 +875,7 @@ ps_dwarf_function(struct ps_dwarf *d, const char *path, uintptr_t bias, uintptr_
 	free(sc);
 	free(up);
 	if (!found)
-		return 0;
+		return walk_lookups(d, path, bias, sym_lo, sym_hi, max, emit, arg);
 	memset(&w, 0, sizeof(w));
 	for (r = 0; (r = dw.ranges(&fn, r, &base, &rlo, &rhi)) > 0;)
 		if (rlo <= a && a < rhi) {

@@ -81,10 +81,15 @@ int ps_dwarf_lookup(struct ps_dwarf *d, const char *path, uintptr_t bias, uintpt
  * each runtime range [lo, hi), in order, that gets the n frames f[] (the
  * strings valid during the call; at most max frames, as ps_dwarf_lookup).
  * emit returns nonzero to stop.  Only the function's range that holds
- * addr (not a split-off cold part).  Returns the ranges emitted; 0 when
- * there is no DWARF there (as ps_dwarf_lookup), or the function has more
- * than a few thousand inlined subroutines or ranges; -EINVAL. */
-int ps_dwarf_function(struct ps_dwarf *d, const char *path, uintptr_t bias, uintptr_t addr, int max,
+ * addr (not a split-off cold part).  Where DWARF has no subprogram at addr
+ * (assembly, code in no compilation unit), [sym_lo, sym_hi) -- the
+ * extent of addr's ELF symbol, or 0, 0 for none -- is walked instead, one
+ * look-up per answer, a run without lines as one range.  Returns the
+ * ranges emitted; 0 when there is no DWARF in the object (as
+ * ps_dwarf_lookup), or the function has more than a few thousand inlined
+ * subroutines or ranges; -EINVAL. */
+int ps_dwarf_function(struct ps_dwarf *d, const char *path, uintptr_t bias, uintptr_t addr,
+		      uintptr_t sym_lo, uintptr_t sym_hi, int max,
 		      int (*emit)(void *arg, uintptr_t lo, uintptr_t hi,
 				  const struct ps_dwarf_frame *f, int n),
 		      void *arg);

@@ -545,7 +545,8 @@ complete(struct ps_symbols *s, uintptr_t ip, struct ps_symcache *c)
 	    ps_symcache_gap(c, sym->lo, sym->lo + sym->len) == sym->lo + sym->len)
 		return;
 	x.bias = m->bias;
-	(void)ps_dwarf_function(s->dwarf, m->path, m->bias, ip, PS_MAX_INLINE, fill_one, &x);
+	(void)ps_dwarf_function(s->dwarf, m->path, m->bias, ip, m->bias + sym->lo,
+				m->bias + sym->lo + sym->len, PS_MAX_INLINE, fill_one, &x);
 	s->st.src_filled += x.added;
 }
 
@@ -629,7 +630,7 @@ ps_symbols_source(struct ps_symbols *s, uintptr_t ip, struct ps_src_frame *out, 
 		if (c && valid[1] > valid[0] && n >= 0 &&
 		    ps_symcache_add(c, valid[0] - m->bias, valid[1] - m->bias, ip - m->bias, df, n) == -ENOSPC)
 			s->st.cache_full = 1;
-		if (c && n > 0 && s->npending < MAX_PENDING)
+		if (c && n >= 0 && valid[1] > valid[0] && s->npending < MAX_PENDING)
 			s->pending[s->npending++] = (struct pending){ ip, c };
 	}
 	if (n <= 0 || sym < 0)
