@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "uploader/elf.h"
 #include "uploader/symbols.h"
 
 /* Static, so only .symtab names it: dladdr cannot.  Not inlined or cloned,
@@ -23,16 +24,16 @@ static_target(volatile int *x)
 {
 	int i, sum = 0;
 
-	for (i = 0; i < *x; i++)
+	for (i = 0; i < *x; i++)  /* TARGET_BODY_LINE */
 		sum += i * *x;
 	return sum;
 }
 
 static int (*volatile target_ptr)(volatile int *) = static_target;
 
-/* A line of static_target's loop (the "for"), for the source-line tests:
- * keep it in step with the function above. */
-#define TARGET_BODY_LINE 26
+/* The line of static_target's loop (the "for") marked above, for the
+ * source-line tests. */
+#define TARGET_BODY_LINE 27
 
 /* Symbols with exact extents, never executed: sym_sized covers 8 bytes of
  * 16, then no symbol covers 8 bytes, then sym_label (no type, no size)
@@ -469,6 +470,40 @@ START_TEST(symbols_reads_real_file_and_rejects_non_elf)
 }
 END_TEST
 
+/* The table of a large object (libc, with libc6-dbg's .symtab: thousands
+ * of functions, aliases among them) is sorted, one symbol per address,
+ * and every lookup of a symbol's own address finds it. */
+START_TEST(symbols_table_is_sorted_one_per_address)
+{
+	/* libc's own malloc: under ASan the default scope's is the sanitizer's. */
+	void *h = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD), *m;
+	struct ps_symtab t = { 0 };
+	const struct ps_sym *f;
+	uint32_t i;
+	Dl_info di;
+
+	ck_assert_ptr_nonnull(h);
+	m = dlsym(h, "malloc");
+	ck_assert_ptr_nonnull(m);
+	ck_assert_int_ne(dladdr(m, &di), 0);
+	ck_assert_int_eq(ps_elf_load(di.dli_fname, NULL, 0, &t), 0);
+	ck_assert_uint_gt(t.n, 1000);
+	for (i = 1; i < t.n; i++)
+		ck_assert_uint_lt(t.v[i - 1].lo, t.v[i].lo);
+	for (i = 0; i < t.n; i++) {
+		f = ps_elf_find_sym(&t, t.v[i].lo);
+		ck_assert_ptr_nonnull(f);
+		ck_assert_uint_eq(f->lo, t.v[i].lo);
+	}
+	/* Of malloc's aliases (__libc_malloc, __malloc), the plain name. */
+	f = ps_elf_find_sym(&t, (uintptr_t)m - (uintptr_t)di.dli_fbase);
+	ck_assert_ptr_nonnull(f);
+	ck_assert_str_eq((const char *)t.names.data + (f->name & PS_SYM_OFF), "malloc");
+	ps_symtab_free(&t);
+	dlclose(h);
+}
+END_TEST
+
 /* Section headers sit at the end of the file: every truncation loses them
  * or cuts the symbol sections, and must yield nothing, not a crash. */
 START_TEST(symbols_survives_truncated_elf)
@@ -567,6 +602,7 @@ symbols_suite(void)
 	tcase_add_test(tc, symbols_source_lines_of_own_code);
 	tcase_add_test(tc, symbols_demangles_cxx_methods);
 	tcase_add_test(tc, symbols_prefers_plain_alias_name);
+	tcase_add_test(tc, symbols_table_is_sorted_one_per_address);
 	tcase_add_test(tc, symbols_respects_symbol_extents);
 	tcase_add_test(tc, symbols_reports_skip_range_as_shim);
 	tcase_add_test(tc, symbols_object_range_rejects_unmapped_address);
