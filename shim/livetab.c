@@ -15,12 +15,13 @@ ps_livetab_init(struct ps_livetab *t)
 	void *p;
 
 	memset(t, 0, sizeof(*t));
-	t->map_len = slots + PS_LIVE_FILTER;
+	t->map_len = slots + PS_LIVE_FILTER + PS_LIVE_SLOTS / PS_LIVE_GROUP;
 	p = ps_shmem_new(t->map_len);
 	if (!p)
 		return -ENOMEM;
 	t->slots = p;
 	t->filter = (_Atomic uint8_t *)((char *)p + slots);
+	t->used = t->filter + PS_LIVE_FILTER;
 	return 0;
 }
 
@@ -54,13 +55,15 @@ int
 ps_livetab_insert(struct ps_livetab *t, const void *p, uint64_t size, uint64_t weight,
 		  uint32_t stack)
 {
-	uint32_t b = ps_livetab_bucket(p, PS_LIVE_SLOTS), i;
+	uint32_t b = ps_livetab_bucket(p, PS_LIVE_SLOTS), i, at;
+	_Atomic uint8_t *used;
 	struct ps_live_slot *s;
 	uint32_t seq;
 	uintptr_t k;
 
 	for (i = 0; i < MAX_PROBE; i++) {
-		s = &t->slots[(b + i) & (PS_LIVE_SLOTS - 1)];
+		at = (b + i) & (PS_LIVE_SLOTS - 1);
+		s = &t->slots[at];
 		k = atomic_load_explicit(&s->key, memory_order_relaxed);
 		if (k != K_EMPTY && k != K_TOMB)
 			continue;
@@ -68,6 +71,9 @@ ps_livetab_insert(struct ps_livetab *t, const void *p, uint64_t size, uint64_t w
 							     memory_order_acquire,
 							     memory_order_relaxed))
 			continue;
+		used = &t->used[at / PS_LIVE_GROUP];
+		if (!atomic_load_explicit(used, memory_order_relaxed))
+			atomic_store_explicit(used, 1, memory_order_relaxed);
 		seq = atomic_load_explicit(&s->seq, memory_order_relaxed);
 		atomic_store_explicit(&s->seq, seq + 1, memory_order_relaxed);
 		atomic_thread_fence(memory_order_release);
@@ -136,6 +142,11 @@ ps_livetab_each(struct ps_livetab *t,
 	if (!atomic_load_explicit(&t->live, memory_order_relaxed))
 		return;
 	for (i = 0; i < PS_LIVE_SLOTS; i++) {
+		if (i % PS_LIVE_GROUP == 0 &&
+		    !atomic_load_explicit(&t->used[i / PS_LIVE_GROUP], memory_order_relaxed)) {
+			i += PS_LIVE_GROUP - 1;
+			continue;
+		}
 		s = &t->slots[i];
 		k = atomic_load_explicit(&s->key, memory_order_acquire);
 		if (k <= K_BUSY)

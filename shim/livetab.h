@@ -41,9 +41,20 @@ struct ps_live_slot {
 	_Atomic uint64_t weight; /* unbiasing weight x PS_FIXED_ONE */
 };
 
+/* Slots per group of the `used` map: a page of slots. */
+#define PS_LIVE_GROUP (4096 / sizeof(struct ps_live_slot))
+
+_Static_assert(PS_LIVE_SLOTS % PS_LIVE_GROUP == 0, "whole groups");
+
 struct ps_livetab {
 	struct ps_live_slot *slots;     /* PS_LIVE_SLOTS entries, mmap'ed */
 	_Atomic uint8_t *filter;        /* PS_LIVE_FILTER counters, mmap'ed */
+	/* One byte per PS_LIVE_GROUP slots, set (never cleared) by an insert
+	 * into the group: ps_livetab_each skips the groups still 0, whose
+	 * pages a read would make the kernel allocate and zero (shared
+	 * memory): 2 MiB in every helper whose program had a live sample.
+	 * mmap'ed, after the filter. */
+	_Atomic uint8_t *used;
 	_Atomic uint64_t live;          /* published entries */
 	_Atomic uint64_t dropped;       /* inserts that found no slot */
 	size_t map_len;

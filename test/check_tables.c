@@ -5,9 +5,11 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #include "shim/alloc.h"
 #include "shim/livetab.h"
+#include "common/shmem.h"
 #include "shim/stacktab.h"
 
 static uint64_t one_cpu[PS_NVALUES] = { 1, 10, 0, 0 };
@@ -178,6 +180,50 @@ START_TEST(livetab_insert_remove_and_each)
 }
 END_TEST
 
+static void
+count_live(void *arg, uint32_t stack, uint64_t size, uint64_t weight)
+{
+	(void)stack;
+	(void)size;
+	(void)weight;
+	(*(int *)arg)++;
+}
+
+/* Pages of [p, p + len) resident in this process. */
+static int
+resident_pages(void *p, size_t len)
+{
+	unsigned char v[1024];
+	size_t n = (len + 4095) / 4096, i;
+	int r = 0;
+
+	ck_assert_uint_le(n, sizeof(v));
+	ck_assert_int_eq(mincore(p, len, v), 0);
+	for (i = 0; i < n; i++)
+		r += v[i] & 1;
+	return r;
+}
+
+/* A pass reads only the pages of slots that ever held an entry: the
+ * others would be allocated and zeroed by the read (shared memory). */
+START_TEST(livetab_each_reads_only_groups_that_held_an_entry)
+{
+	static int blocks[3];
+	size_t len = (size_t)PS_LIVE_SLOTS * sizeof(struct ps_live_slot);
+	struct ps_livetab t;
+	int n = 0, i;
+
+	ck_assert_int_eq(ps_livetab_init(&t), 0);
+	for (i = 0; i < 3; i++)
+		ck_assert_int_eq(ps_livetab_insert(&t, &blocks[i], 8, 1, 1), 0);
+	ck_assert_int_le(resident_pages(t.slots, len), 3);
+	ps_livetab_each(&t, count_live, &n);
+	ck_assert_int_eq(n, 3);
+	ck_assert_int_le(resident_pages(t.slots, len), 3);
+	ps_shmem_free(t.slots, t.map_len);
+}
+END_TEST
+
 START_TEST(livetab_take_returns_the_entry)
 {
 	struct ps_livetab t;
@@ -271,6 +317,7 @@ main(void)
 	tcase_add_test(tc, stacktab_concurrent_adds_lose_nothing);
 	tcase_add_test(tc, livetab_insert_remove_and_each);
 	tcase_add_test(tc, livetab_take_returns_the_entry);
+	tcase_add_test(tc, livetab_each_reads_only_groups_that_held_an_entry);
 	tcase_add_test(tc, livetab_full_counts_drop);
 	tcase_add_test(tc, livetab_filter_never_clears_a_live_block_and_clears_after_removal);
 	tcase_add_test(tc, alloc_weight_unbiases_by_size);
