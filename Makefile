@@ -44,8 +44,10 @@ LAYER_CPPFLAGS = -D_GNU_SOURCE -DPS_VERSION='"$(VERSION)"' -Ibuild/inc/$(call la
 		 $(if $(filter uploader init,$(call layer_of,$(1))),-Ibuild/gen)
 DEPFLAGS = -MMD -MP
 CFLAGS   = -std=c11 -O2 -g -fPIC -pthread -fvisibility=hidden $(WARN)
-LIBS     = -ldl -lm -lz -lprotobuf-nanopb -pthread
-CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lm -lrt)
+LIBS     = -ldl -lm -lprotobuf-nanopb -pthread
+# zlib for the tests that inflate what the uploader compressed (the library
+# loads it only in the uploader: uploader/gzip.h).
+CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lm -lrt) -lz
 
 PROTOS   = $(wildcard uploader/*.proto)
 GEN_C    = $(patsubst %.proto,build/gen/%.pb.c,$(notdir $(PROTOS)))
@@ -278,7 +280,7 @@ FUZZ_SRC_ingest_url    = uploader/ingest.c common/buf.c common/text.c
 FUZZ_SRC_headers       = uploader/headers.c common/text.c
 FUZZ_SRC_gopclntab     = shim/gopclntab.c
 FUZZ_SRC_httpreq       = uploader/httpreq.c
-FUZZ_SRC_symcache      = uploader/symcache.c common/buf.c common/log.c
+FUZZ_SRC_symcache      = uploader/symcache.c uploader/gzip.c common/buf.c common/dl.c common/log.c
 FUZZ_LIBS_symcache     = -lz
 
 fuzz: $(FUZZ_BINS)

@@ -305,10 +305,17 @@ START_TEST(nomem_each_failure_is_counted_and_leaks_nothing)
 	hm_cpu(&st, hm_leaf_b, 1, 10);
 	hm_alloc_samples(&st, &lt, 4, 100, 2);
 
-	/* Twice: the first run also makes what lives as long as the process
-	 * (the C library's and the symbolizer's once-only state). */
+	/* Until two runs allocate alike: the first runs also make what lives
+	 * as long as the process (the C library's and the symbolizer's
+	 * once-only state; libz, loaded by the first, changes what the next
+	 * failing dlsym allocates for dlerror). */
 	run(0, &clean);
-	run(0, &clean);
+	for (n = 0; n < 5; n++) {
+		run(0, &o);
+		if (o.allocations == clean.allocations)
+			break;
+		clean = o;
+	}
 	ck_assert(!hit);
 	ck_assert_int_eq(clean.counted, 0);
 	ck_assert_str_eq(clean.folded[0], "hm_main;hm_work;hm_leaf_a 30000000\n"

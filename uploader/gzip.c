@@ -8,13 +8,54 @@
  */
 #include "uploader/gzip.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <string.h>
+
+#include "common/dl.h"
+#include "common/log.h"
 
 #define GZIP_WINDOW (15 + 16)   /* 32 KiB window, gzip header and trailer */
 #define GZIP_MEMLEVEL 8         /* zlib's default */
 #define GZIP_CHUNK 16384
+
+/* Written once, under load_ctl. */
+static struct ps_zlib zl;
+static const struct ps_zlib *zl_ok;
+static pthread_once_t load_ctl = PTHREAD_ONCE_INIT;
+
+static void
+load_once(void)
+{
+	static const struct ps_dl_sym syms[] = {
+#define SYM(n) { #n, offsetof(struct ps_zlib, n) }
+		SYM(deflateInit2_), SYM(deflate), SYM(deflateEnd), SYM(crc32),
+#undef SYM
+	};
+	void *dl = dlopen("libz.so.1", RTLD_NOW | RTLD_LOCAL);
+	const char *missing = "";
+
+	if (!dl) {
+		ps_info("no libz.so.1 (%s): no pprof file or upload, no symbol cache", dlerror());
+		return;
+	}
+	if (ps_dl_resolve(dl, syms, PS_ARRAY_LEN(syms), &zl, &missing)) {
+		ps_info("libz.so.1 lacks %s: no pprof file or upload, no symbol cache", missing);
+		dlclose(dl);
+		return;
+	}
+	zl_ok = &zl;
+}
+
+const struct ps_zlib *
+ps_zlib(void)
+{
+	if (pthread_once(&load_ctl, load_once))
+		return NULL;
+	return zl_ok;
+}
 
 static int
 zerr(int zrc)
@@ -34,7 +75,7 @@ pump(struct ps_gzip *g, int flush)
 	do {
 		g->zs.next_out = chunk;
 		g->zs.avail_out = sizeof(chunk);
-		zrc = deflate(&g->zs, flush);
+		zrc = g->z->deflate(&g->zs, flush);
 		/* Z_BUF_ERROR only means "no progress possible": not fatal. */
 		if (zrc != Z_OK && zrc != Z_STREAM_END && zrc != Z_BUF_ERROR)
 			return zerr(zrc);
@@ -82,8 +123,13 @@ ps_gzip_begin(struct ps_gzip *g, struct ps_buf *out, int level)
 	g->live = 0;
 	g->staged = 0;
 	g->in_total = 0;
-	zrc = deflateInit2(&g->zs, level, Z_DEFLATED, GZIP_WINDOW,
-			   GZIP_MEMLEVEL, Z_DEFAULT_STRATEGY);
+	g->z = ps_zlib();
+	if (!g->z) {
+		g->out = NULL;
+		return -ENOSYS;
+	}
+	zrc = g->z->deflateInit2_(&g->zs, level, Z_DEFLATED, GZIP_WINDOW, GZIP_MEMLEVEL,
+				  Z_DEFAULT_STRATEGY, ZLIB_VERSION, (int)sizeof(g->zs));
 	if (zrc != Z_OK) {
 		g->out = NULL;
 		return zerr(zrc);
@@ -155,7 +201,7 @@ ps_gzip_end(struct ps_gzip *g)
 		ps_gzip_abort(g);
 		return rc;
 	}
-	(void)deflateEnd(&g->zs);
+	(void)g->z->deflateEnd(&g->zs);
 	g->live = 0;
 	g->out = NULL;      /* a later abort must not roll back */
 	return 0;
@@ -165,7 +211,7 @@ void
 ps_gzip_abort(struct ps_gzip *g)
 {
 	if (g->live)
-		(void)deflateEnd(&g->zs);
+		(void)g->z->deflateEnd(&g->zs);
 	g->live = 0;
 	if (g->out)
 		g->out->len = g->start;

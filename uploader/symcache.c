@@ -25,11 +25,11 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "common/buf.h"
 #include "common/hash.h"
 #include "common/log.h"
+#include "uploader/gzip.h"
 
 #define MAGIC       "PYROSYM\001"
 #define ORDER       0x01020304u
@@ -312,13 +312,17 @@ static uint32_t
 body_crc(const struct head *h, const struct ent *e, uint32_t nent, const struct frame *f,
 	 uint32_t nframe, const char *pool, uint32_t npool)
 {
-	uLong crc = crc32(0L, Z_NULL, 0);
+	const struct ps_zlib *z = ps_zlib();
+	uLong crc;
 
-	crc = crc32(crc, (const Bytef *)h, (uInt)offsetof(struct head, crc));
-
-	crc = crc32(crc, (const Bytef *)e, (uInt)(nent * sizeof(*e)));
-	crc = crc32(crc, (const Bytef *)f, (uInt)(nframe * sizeof(*f)));
-	crc = crc32(crc, (const Bytef *)pool, npool);
+	/* Without zlib every file's CRC differs: none is read or kept. */
+	if (!z)
+		return 0;
+	crc = z->crc32(0L, Z_NULL, 0);
+	crc = z->crc32(crc, (const Bytef *)h, (uInt)offsetof(struct head, crc));
+	crc = z->crc32(crc, (const Bytef *)e, (uInt)(nent * sizeof(*e)));
+	crc = z->crc32(crc, (const Bytef *)f, (uInt)(nframe * sizeof(*f)));
+	crc = z->crc32(crc, (const Bytef *)pool, npool);
 	return (uint32_t)crc;
 }
 

@@ -198,6 +198,22 @@ class Death(ShimTest):
             time.sleep(0.02)
         self.fail("no helper for %d" % pid)
 
+    def test_the_program_maps_no_library_only_the_helper_needs(self):
+        # zlib (pprof, the symbol cache's CRC), libcurl and libdw are
+        # loaded by the helper when it needs them, never into the program
+        # (nor is zlib a dependency of the library any more).
+        p = subprocess.Popen(["cat"], env=self.env(), stdin=subprocess.PIPE,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        helper = self.helper_of(p.pid)
+        with open("/proc/%d/maps" % p.pid) as f:
+            maps = f.read()
+        _, err = p.communicate(b"x", timeout=30)
+        self.assertEqual((p.returncode, err), (0, b""))
+        self.assertIn("libpyroshim.so", maps)
+        for lib in ("libz.so", "libcurl", "libdw"):
+            self.assertEqual([m for m in maps.splitlines() if lib in m], [])
+        self.assertGreater(helper, 0)
+
     def test_nothing_recorded_means_no_wait_at_exit_unless_a_span_is_sent(self):
         # The helper is stopped before the program ends: a program that
         # recorded nothing ends at once, without waiting for it (up to the
