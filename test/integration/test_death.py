@@ -179,22 +179,31 @@ class Death(ShimTest):
 
     def helper_of(self, pid, within=10.0):
         """The pid of the helper of process `pid`: a process named
-        "pyroshim" (prctl) with the same command line (a fork of it)."""
+        "pyroshim" (prctl) with the same command line (a fork of it) that
+        started after it (not a helper of an earlier one still ending).
+        Found once the program's constructor has made it."""
+        def started(p):
+            with open("/proc/%s/stat" % p) as f:
+                return int(f.read().rsplit(")", 1)[1].split()[19])
+
+        since = started(pid)
         deadline = time.monotonic() + within
         while time.monotonic() < deadline:
             # Empty for a moment after the exec that Popen waited for.
             with open("/proc/%d/cmdline" % pid, "rb") as f:
                 cmdline = f.read()
             for d in os.listdir("/proc"):
+                if not d.isdigit() or int(d) == pid:
+                    continue
                 try:
                     with open("/proc/%s/comm" % d) as f:
                         comm = f.read().strip()
                     with open("/proc/%s/cmdline" % d, "rb") as f:
                         same = f.read() == cmdline
-                except (OSError, ValueError):
+                    if comm == "pyroshim" and same and started(d) >= since:
+                        return int(d)
+                except (OSError, ValueError, IndexError):
                     continue
-                if d.isdigit() and int(d) != pid and comm == "pyroshim" and same:
-                    return int(d)
             time.sleep(0.02)
         self.fail("no helper for %d" % pid)
 
