@@ -3,6 +3,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <stdio.h>
 #include <string.h>
 
 int
@@ -22,4 +23,26 @@ ps_dl_resolve(void *dl, const struct ps_dl_sym *syms, size_t n, void *api, const
 		memcpy((char *)api + syms[i].off, &p, sizeof(p));
 	}
 	return 0;
+}
+
+void *
+ps_dl_load(const char *name, const struct ps_dl_sym *syms, size_t n, void *api, size_t api_len,
+	   const char **why)
+{
+	static char lacks[128];
+	const char *missing = "";
+	void *dl = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+
+	if (!dl) {
+		*why = dlerror();
+		return NULL;
+	}
+	if (ps_dl_resolve(dl, syms, n, api, &missing)) {
+		snprintf(lacks, sizeof(lacks), "lacks %s", missing);
+		*why = lacks;
+		memset(api, 0, api_len);
+		dlclose(dl);
+		return NULL;
+	}
+	return dl;
 }

@@ -27,4 +27,12 @@ struct ps_dl_sym {
 int ps_dl_resolve(void *dl, const struct ps_dl_sym *syms, size_t n, void *api,
 		  const char **missing) PS_WUR;
 
+/* dlopen the library `name` (RTLD_NOW | RTLD_LOCAL: it serves the caller
+ * alone) and resolve syms into api (api_len bytes).  Returns the handle,
+ * or NULL with api zeroed and *why set for the log: dlerror()'s text when
+ * the library cannot be loaded, else "lacks <symbol>" (static storage,
+ * valid until the next call). */
+void *ps_dl_load(const char *name, const struct ps_dl_sym *syms, size_t n, void *api,
+		 size_t api_len, const char **why);
+
 #endif

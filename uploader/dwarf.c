@@ -17,7 +17,6 @@
  */
 #include "uploader/dwarf.h"
 
-#include <dlfcn.h>
 #include <dwarf.h>
 #include <elfutils/libdwfl.h>
 #include <errno.h>
@@ -108,19 +107,11 @@ load_once(void)
 		SYM("dwfl_offline_section_address", section_address),
 #undef SYM
 	};
-	void *dl = dlopen("libdw.so.1", RTLD_NOW | RTLD_LOCAL);
-	const char *missing = "";
+	const char *why;
 
-	if (!dl) {
-		ps_info("no libdw.so.1 (%s): profiles name functions, without source lines",
-			dlerror());
-		return;
-	}
-	if (ps_dl_resolve(dl, syms, PS_ARRAY_LEN(syms), &dw, &missing)) {
-		ps_info("libdw.so.1 lacks %s: profiles name functions, without source lines",
-			missing);
-		memset(&dw, 0, sizeof(dw));
-		dlclose(dl);
+	if (!ps_dl_load("libdw.so.1", syms, PS_ARRAY_LEN(syms), &dw, sizeof(dw), &why)) {
+		ps_info("libdw.so.1 not used (%s): profiles name functions, without source lines",
+			why);
 		return;
 	}
 	load_rc = 0;
@@ -252,7 +243,7 @@ start(struct ps_dwarf *d)
 	}
 	/* The default search path: the object's directory, its .debug/, and
 	 * /usr/lib/debug (where build-id and debuglink files live). */
-	d->debuginfo_path = strdup(":.debug:/usr/lib/debug");
+	d->debuginfo_path = strdup(PS_DEBUG_PATH);
 	if (!d->debuginfo_path)
 		return -ENOMEM;
 	d->cb.find_elf = dw.find_elf;

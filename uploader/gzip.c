@@ -8,7 +8,6 @@
  */
 #include "uploader/gzip.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -34,16 +33,10 @@ load_once(void)
 		SYM(deflateInit2_), SYM(deflate), SYM(deflateEnd), SYM(crc32),
 #undef SYM
 	};
-	void *dl = dlopen("libz.so.1", RTLD_NOW | RTLD_LOCAL);
-	const char *missing = "";
+	const char *why;
 
-	if (!dl) {
-		ps_info("no libz.so.1 (%s): no pprof file or upload, no symbol cache", dlerror());
-		return;
-	}
-	if (ps_dl_resolve(dl, syms, PS_ARRAY_LEN(syms), &zl, &missing)) {
-		ps_info("libz.so.1 lacks %s: no pprof file or upload, no symbol cache", missing);
-		dlclose(dl);
+	if (!ps_dl_load("libz.so.1", syms, PS_ARRAY_LEN(syms), &zl, sizeof(zl), &why)) {
+		ps_info("libz.so.1 not used (%s): no pprof file or upload, no symbol cache", why);
 		return;
 	}
 	zl_ok = &zl;

@@ -50,8 +50,8 @@ struct xfer {
 	long retry_after_s;     /* -1 until a valid Retry-After is seen */
 };
 
-static int
-resolve(void *dl)
+static void
+load_once(void)
 {
 	static const struct ps_dl_sym syms[] = {
 		{ "curl_global_init", offsetof(__typeof__(api), global_init) },
@@ -65,23 +65,17 @@ resolve(void *dl)
 		{ "curl_slist_free_all", offsetof(__typeof__(api), slist_free_all) },
 		{ "curl_getdate", offsetof(__typeof__(api), getdate) },
 	};
-
-	return ps_dl_resolve(dl, syms, PS_ARRAY_LEN(syms), &api, NULL);
-}
-
-static void
-load_once(void)
-{
 	/* libcurl-gnutls has the same ABI and is what many desktops carry. */
 	static const char *const names[] = { "libcurl.so.4", "libcurl-gnutls.so.4" };
+	const char *why;
 	void *dl = NULL;
 	size_t i;
 
 	for (i = 0; i < PS_ARRAY_LEN(names) && !dl; i++)
-		dl = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+		dl = ps_dl_load(names[i], syms, PS_ARRAY_LEN(syms), &api, sizeof(api), &why);
 	if (!dl)
 		return;
-	if (resolve(dl) || api.global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+	if (api.global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
 		memset(&api, 0, sizeof(api));
 		dlclose(dl);
 		return;
