@@ -414,8 +414,9 @@ cmp_alias(const void *pa, const void *pb, void *names)
 
 /* Sort t by address, keeping the best of each address (cmp_alias).  A
  * radix sort on the address, 8 bits a pass, skipping the bytes every
- * address shares, then each run of aliases put in order: 1 ms for cc1's
- * 27000 symbols, where qsort with a comparator that read names took 5.
+ * address shares, then each run of aliases put in order: cc1's 27000
+ * symbols load in 3.1 ms instead of the 6.8 of a qsort whose comparator
+ * read names at every comparison.
  * Returns 0 or -ENOMEM (t unchanged). */
 static int
 sort_syms(struct ps_symtab *t)
@@ -526,27 +527,21 @@ debug_file_path(const uint8_t *id, size_t idlen, char *out, size_t len)
 
 	if (!id)
 		return -ENOENT;
-	n = (size_t)snprintf(out, len, "/usr/lib/debug/.build-id/%02x/", id[0]);
+	n = (size_t)snprintf(out, len, PS_DEBUG_ROOT "/.build-id/%02x/", id[0]);
 	for (k = 1; k < idlen && n + 3 < len; k++)
 		n += (size_t)snprintf(out + n, len - n, "%02x", id[k]);
 	return n + 7 < len && snprintf(out + n, len - n, ".debug") > 0 ? 0 : -ENOENT;
 }
 
-/* Read the function symbols of the ELF file at path into t (empty on
- * entry).  mem/phnum: the loaded image's program headers, or NULL.
- * `debug`: path is a separate debug file (do not look for another).
- * Returns 0, -errno of open/fstat/mmap, -ENOEXEC, -ESTALE, -ENOMEM. */
+/* Map the regular file at path read-only into e (its headers not yet
+ * checked: elf_open).  Returns 0, -errno of open/mmap, or -ENOEXEC (not a
+ * regular file, or too short for an ELF header). */
 static int
-load_file_at(const char *path, const ElfW(Phdr) *mem, uint32_t phnum, struct ps_symtab *t,
-	     int debug)
+map_file(const char *path, struct elf *e)
 {
-	char dbg[PATH_MAX];
-	struct elf e = { 0 };
-	const uint8_t *id = NULL;
-	size_t idlen = 0;
 	struct stat sb;
 	void *p;
-	int fd, rc, go;
+	int fd, rc;
 
 	/* O_NONBLOCK: a FIFO put in a file's place must not block the exit. */
 	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
@@ -561,8 +556,28 @@ load_file_at(const char *path, const ElfW(Phdr) *mem, uint32_t phnum, struct ps_
 	close(fd);
 	if (p == MAP_FAILED)
 		return rc;
-	e.p = p;
-	e.size = (size_t)sb.st_size;
+	e->p = p;
+	e->size = (size_t)sb.st_size;
+	return 0;
+}
+
+/* Read the function symbols of the ELF file at path into t (empty on
+ * entry).  mem/phnum: the loaded image's program headers, or NULL.
+ * `debug`: path is a separate debug file (do not look for another).
+ * Returns 0, -errno of open/fstat/mmap, -ENOEXEC, -ESTALE, -ENOMEM. */
+static int
+load_file_at(const char *path, const ElfW(Phdr) *mem, uint32_t phnum, struct ps_symtab *t,
+	     int debug)
+{
+	char dbg[PATH_MAX];
+	struct elf e = { 0 };
+	const uint8_t *id = NULL;
+	size_t idlen = 0;
+	int rc, go;
+
+	rc = map_file(path, &e);
+	if (rc)
+		return rc;
 	t->names = (struct ps_buf)PS_BUF_INIT(MAX_SYMNAMES);
 	rc = elf_open(&e);
 	if (rc == 0)
@@ -595,7 +610,7 @@ load_file_at(const char *path, const ElfW(Phdr) *mem, uint32_t phnum, struct ps_
 		if (rc == 0)
 			rc = add_plt(&e, t);
 	}
-	munmap(p, e.size);
+	munmap((void *)e.p, e.size);
 	if (rc == 0)
 		rc = sort_syms(t);
 	if (rc < 0) {
@@ -660,15 +675,13 @@ there_in(const char *dir, const char *sub, const char *name)
 	return n < 0 || (size_t)n >= sizeof(p) || there(p);
 }
 
-#define DEBUG_ROOT "/usr/lib/debug"
-
 /* Is any file that libdwfl's path search would open for the object at
  * `path` there?  The search (dwfl_standard_find_debuginfo, elfutils
- * libdwfl/find-debuginfo.c, with dwarf.c's path ":.debug:" DEBUG_ROOT)
+ * libdwfl/find-debuginfo.c, with PS_DEBUG_PATH)
  * looks for `link` -- the .gnu_debuglink name, or when there is none the
  * basename + ".debug", and then outside the object's directory the
  * basename too -- in the object's directory, in its .debug/, and under
- * DEBUG_ROOT in each tail of the object's directory ("usr/lib/x",
+ * PS_DEBUG_ROOT in each tail of the object's directory ("usr/lib/x",
  * "lib/x", "x", none); then the same for the object's real path if it
  * differs. */
 static int
@@ -704,10 +717,10 @@ link_there(const char *path, const char *link)
 		    (!link && there_in(dir, ".debug", base)))
 			return 1;
 		for (tail = dir; tail; tail = strchr(tail + 1, '/'))
-			if (tail[1] && (there_in(DEBUG_ROOT, tail + 1, f) ||
-					(!link && there_in(DEBUG_ROOT, tail + 1, base))))
+			if (tail[1] && (there_in(PS_DEBUG_ROOT, tail + 1, f) ||
+					(!link && there_in(PS_DEBUG_ROOT, tail + 1, base))))
 				return 1;
-		if (there_in(DEBUG_ROOT, NULL, f) || (!link && there_in(DEBUG_ROOT, NULL, base)))
+		if (there_in(PS_DEBUG_ROOT, NULL, f) || (!link && there_in(PS_DEBUG_ROOT, NULL, base)))
 			return 1;
 	}
 	return 0;
@@ -721,24 +734,11 @@ ps_elf_dwarf_possible(const char *path)
 	struct elf e = { 0 };
 	char dbg[PATH_MAX];
 	const uint8_t *id;
-	struct stat sb;
 	size_t idlen = 0;
-	void *p;
-	int fd, rc = 1;
+	int rc = 1;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-	if (fd < 0)
+	if (map_file(path, &e))
 		return 1;
-	if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) || sb.st_size < (off_t)sizeof(ElfW(Ehdr))) {
-		close(fd);
-		return 1;
-	}
-	p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-	close(fd);
-	if (p == MAP_FAILED)
-		return 1;
-	e.p = p;
-	e.size = (size_t)sb.st_size;
 	/* DWARF of its own (compressed or not), or a file by build ID. */
 	if (elf_open(&e) || find_section_prefix(&e, ".debug_", 7) ||
 	    find_section_prefix(&e, ".zdebug_", 8))
@@ -757,7 +757,7 @@ ps_elf_dwarf_possible(const char *path)
 	}
 	rc = link_there(path, link);
 out:
-	munmap(p, e.size);
+	munmap((void *)e.p, e.size);
 	return rc;
 }
 

@@ -48,6 +48,13 @@ int ps_elf_load(const char *path, const ElfW(Phdr) *mem, uint32_t phnum,
  * that contains off wins over an unsized one before it. */
 const struct ps_sym *ps_elf_find_sym(const struct ps_symtab *t, uint64_t off);
 
+/* Where separate debug files are looked for: by build ID under
+ * PS_DEBUG_ROOT/.build-id/, and by name (PS_DEBUG_PATH, libdwfl's
+ * debuginfo_path, which dwarf.c gives libdw) beside the object, in its
+ * .debug/ and under PS_DEBUG_ROOT. */
+#define PS_DEBUG_ROOT "/usr/lib/debug"
+#define PS_DEBUG_PATH ":.debug:" PS_DEBUG_ROOT
+
 /* 0 if libdw's search on disk (dwarf.c) cannot find any DWARF for the ELF
  * file at path -- it has no debug sections, and no separate debug file is
  * where libdwfl looks, by build ID or by debuglink name -- so that it need
