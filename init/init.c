@@ -51,15 +51,11 @@ static struct {
 	struct ps_config cfg;
 	struct ps_export x;
 	struct ps_span span; /* the run's root span, if correlation is on */
-} g;
-
-/* The sample tables' own structs, in shared memory beside their contents
- * (stacktab.h): the uploader's helper process reads them.  Mapped by the
- * constructor, replaced at the same address in a fork child. */
-static struct tables {
+	/* The sample tables: where their shared mappings are (stacktab.h).
+	 * A fork child's tables are fresh pages at the same addresses. */
 	struct ps_stacktab st;
 	struct ps_livetab lt;
-} *tabs;
+} g;
 
 static const char *
 env(const char *name)
@@ -240,20 +236,6 @@ static const struct ps_process_ops ops = {
  * constructor only. */
 static int active;
 
-/* Fork child: the tables' structs get a shared page of their own, at the
- * same address (everything holds pointers to them), with the same
- * contents until the tables are reset. */
-static int
-tables_child(void)
-{
-	struct tables copy = *tabs;
-
-	if (ps_shmem_renew(tabs, sizeof(*tabs)))
-		return -ENOMEM;
-	*tabs = copy;
-	return 0;
-}
-
 static void
 on_fork_child(void)
 {
@@ -261,8 +243,7 @@ on_fork_child(void)
 	if (!active)
 		return;
 	ps_process_setup(&ops, (int)getpid());
-	if (tables_child() || ps_stacktab_reset(&tabs->st) ||
-	    (g.x.on[PS_FAMILY_ALLOC] && ps_livetab_reset(&tabs->lt))) {
+	if (ps_stacktab_reset(&g.st) || (g.x.on[PS_FAMILY_ALLOC] && ps_livetab_reset(&g.lt))) {
 		ps_alloc_off();
 		ps_wait_off();
 		(void)ps_sampler_disarm();
@@ -278,24 +259,19 @@ on_fork_child(void)
 static int
 start_tables(struct ps_config *c)
 {
-	void *m = ps_shmem_new(sizeof(*tabs));
-	int rc;
+	int rc = ps_stacktab_init(&g.st, c->stack_memory);
 
-	if (!m)
-		return -ENOMEM;
-	tabs = m;
-	rc = ps_stacktab_init(&tabs->st, c->stack_memory);
 	if (rc)
 		return rc;
-	ps_stacktab_publish(&tabs->st);
+	ps_stacktab_publish(&g.st);
 	rc = ps_unwind_init();
 	if (rc)
 		ps_warn("libunwind.so.8 could not be loaded: stacks are cut to their leaf");
 	if (c->alloc_enabled) {
-		rc = ps_livetab_init(&tabs->lt);
+		rc = ps_livetab_init(&g.lt);
 		if (rc)
 			return rc;
-		ps_alloc_start(&tabs->lt, c->alloc_sample_bytes);
+		ps_alloc_start(&g.lt, c->alloc_sample_bytes);
 	}
 	return 0;
 }
@@ -307,7 +283,8 @@ start_export(struct ps_config *c)
 
 	memset(x, 0, sizeof(*x));
 	x->cfg = c;
-	x->lt = c->alloc_enabled ? &tabs->lt : NULL;
+	x->st = &g.st;
+	x->lt = c->alloc_enabled ? &g.lt : NULL;
 	x->on[PS_FAMILY_CPU] = c->cpu_enabled;
 	x->on[PS_FAMILY_ALLOC] = c->alloc_enabled;
 	x->on[PS_FAMILY_BLOCK] = c->block_enabled;

@@ -6,6 +6,10 @@
 #include <string.h>
 
 #define MAX_PROBE 64
+/* The counters' room at the head of the mapping: a page, so that the
+ * slots that follow start on one (their groups are pages of them). */
+#define HEAD 4096
+_Static_assert(sizeof(struct ps_livetab_counters) <= HEAD, "counters fit");
 enum { K_EMPTY = 0, K_TOMB = 1, K_BUSY = 2 };
 
 int
@@ -15,24 +19,34 @@ ps_livetab_init(struct ps_livetab *t)
 	void *p;
 
 	memset(t, 0, sizeof(*t));
-	t->map_len = slots + PS_LIVE_FILTER + PS_LIVE_SLOTS / PS_LIVE_GROUP;
+	t->map_len = HEAD + slots + PS_LIVE_FILTER + PS_LIVE_SLOTS / PS_LIVE_GROUP;
 	p = ps_shmem_new(t->map_len);
 	if (!p)
 		return -ENOMEM;
-	t->slots = p;
-	t->filter = (_Atomic uint8_t *)((char *)p + slots);
+	t->c = p;
+	t->slots = (struct ps_live_slot *)((char *)p + HEAD);
+	t->filter = (_Atomic uint8_t *)((char *)p + HEAD + slots);
 	t->used = t->filter + PS_LIVE_FILTER;
 	return 0;
+}
+
+void
+ps_livetab_view(struct ps_livetab *view, const struct ps_livetab *t, void *map)
+{
+	char *from = (char *)t->c, *to = map;
+
+	*view = *t;
+	view->c = map;
+	view->slots = (struct ps_live_slot *)(to + ((char *)t->slots - from));
+	view->filter = (_Atomic uint8_t *)(to + ((char *)t->filter - from));
+	view->used = (_Atomic uint8_t *)(to + ((char *)t->used - from));
 }
 
 int
 ps_livetab_reset(struct ps_livetab *t)
 {
-	if (ps_shmem_renew(t->slots, t->map_len))
-		return -ENOMEM;
-	atomic_store(&t->live, 0);
-	atomic_store(&t->dropped, 0);
-	return 0;
+	/* Fresh zero pages: the counters with the rest. */
+	return ps_shmem_renew(t->c, t->map_len);
 }
 
 /* Counting filter: saturates at 255 and then stays there, which only costs
@@ -82,11 +96,11 @@ ps_livetab_insert(struct ps_livetab *t, const void *p, uint64_t size, uint64_t w
 		atomic_store_explicit(&s->weight, weight, memory_order_relaxed);
 		atomic_store_explicit(&s->seq, seq + 2, memory_order_release);
 		filter_add(t, p, 1);
-		atomic_fetch_add_explicit(&t->live, 1, memory_order_relaxed);
+		atomic_fetch_add_explicit(&t->c->live, 1, memory_order_relaxed);
 		atomic_store_explicit(&s->key, (uintptr_t)p, memory_order_release);
 		return 0;
 	}
-	atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&t->c->dropped, 1, memory_order_relaxed);
 	return -ENOSPC;
 }
 
@@ -121,7 +135,7 @@ ps_livetab_take(struct ps_livetab *t, const void *p, struct ps_live_entry *out)
 							     memory_order_relaxed))
 			return 0;
 		filter_add(t, p, -1);
-		atomic_fetch_sub_explicit(&t->live, 1, memory_order_relaxed);
+		atomic_fetch_sub_explicit(&t->c->live, 1, memory_order_relaxed);
 		return 1;
 	}
 	return 0;
@@ -139,7 +153,7 @@ ps_livetab_each(struct ps_livetab *t,
 	/* Nothing live (no sampled block, or all freed): the table is not
 	 * read, so its never-touched pages are never faulted in.  An insert
 	 * racing with this pass is seen by the next one. */
-	if (!atomic_load_explicit(&t->live, memory_order_relaxed))
+	if (!atomic_load_explicit(&t->c->live, memory_order_relaxed))
 		return;
 	for (i = 0; i < PS_LIVE_SLOTS; i++) {
 		if (i % PS_LIVE_GROUP == 0 &&

@@ -46,22 +46,32 @@ struct ps_live_slot {
 
 _Static_assert(PS_LIVE_SLOTS % PS_LIVE_GROUP == 0, "whole groups");
 
+/* At the head of the mapping: everything a writer changes is in the
+ * table's one mapping, so that another process reads it through a view
+ * (ps_livetab_view).  The struct never changes after ps_livetab_init. */
+struct ps_livetab_counters {
+	_Atomic uint64_t live;          /* published entries */
+	_Atomic uint64_t dropped;       /* inserts that found no slot */
+};
+
 struct ps_livetab {
-	struct ps_live_slot *slots;     /* PS_LIVE_SLOTS entries, mmap'ed */
-	_Atomic uint8_t *filter;        /* PS_LIVE_FILTER counters, mmap'ed */
+	struct ps_livetab_counters *c;  /* the start of the mapping */
+	struct ps_live_slot *slots;     /* PS_LIVE_SLOTS entries */
+	_Atomic uint8_t *filter;        /* PS_LIVE_FILTER counters */
 	/* One byte per PS_LIVE_GROUP slots, set (never cleared) by an insert
 	 * into the group: ps_livetab_each skips the groups still 0, whose
 	 * pages a read would make the kernel allocate and zero (shared
 	 * memory): 2 MiB in every helper whose program had a live sample.
-	 * mmap'ed, after the filter. */
+	 * After the filter. */
 	_Atomic uint8_t *used;
-	_Atomic uint64_t live;          /* published entries */
-	_Atomic uint64_t dropped;       /* inserts that found no slot */
-	size_t map_len;
+	size_t map_len;                 /* bytes mapped from c */
 };
 
 /* Map the table.  Returns 0 or -ENOMEM.  Context: constructor. */
 int ps_livetab_init(struct ps_livetab *t) PS_WUR;
+/* A view of table t whose mapping is at `map` in this process
+ * (ps_stacktab_view).  Context: the uploader. */
+void ps_livetab_view(struct ps_livetab *view, const struct ps_livetab *t, void *map);
 /* Forget every entry (fork child).  Returns 0 or -ENOMEM. */
 int ps_livetab_reset(struct ps_livetab *t) PS_WUR;
 
@@ -129,7 +139,7 @@ ps_livetab_filter_hit(const _Atomic uint8_t *filter, const void *p)
 static inline int
 ps_livetab_remove(struct ps_livetab *t, const void *p)
 {
-	if (PS_LIKELY(atomic_load_explicit(&t->live, memory_order_relaxed) == 0))
+	if (PS_LIKELY(atomic_load_explicit(&t->c->live, memory_order_relaxed) == 0))
 		return 0;
 	if (PS_LIKELY(!ps_livetab_filter_hit(t->filter, p)))
 		return 0;

@@ -15,6 +15,10 @@
 #include "common/shmem.h"
 
 #define MAX_PROBE 64
+/* The counters' room at the head of the mapping: a page, so that the
+ * slots that follow start on one (their groups are pages of them). */
+#define HEAD 4096
+_Static_assert(sizeof(struct ps_stacktab_counters) <= HEAD, "counters fit");
 
 int
 ps_stacktab_init(struct ps_stacktab *t, uint64_t budget)
@@ -30,7 +34,8 @@ ps_stacktab_init(struct ps_stacktab *t, uint64_t budget)
 		return -EINVAL;
 	memset(t, 0, sizeof(*t));
 	t->nslots = n;
-	slots_len = (PS_NSPECIAL + (size_t)n) * sizeof(struct ps_stack_slot);
+	/* The counters, then the slots on a page boundary. */
+	slots_len = HEAD + (PS_NSPECIAL + (size_t)n) * sizeof(struct ps_stack_slot);
 	slots_len = (slots_len + 4095) & ~(size_t)4095;
 	used_len = ((PS_NSPECIAL + (size_t)n) / PS_ST_GROUP + 1 + 4095) & ~(size_t)4095;
 	if (slots_len + used_len >= budget)
@@ -40,10 +45,23 @@ ps_stacktab_init(struct ps_stacktab *t, uint64_t budget)
 	p = ps_shmem_new(t->map_len);
 	if (!p)
 		return -ENOMEM;
-	t->slots = p;
+	t->c = p;
+	t->slots = (struct ps_stack_slot *)((char *)p + HEAD);
 	t->used = (_Atomic uint8_t *)((char *)p + slots_len);
 	t->pool = (uintptr_t *)((char *)p + slots_len + used_len);
 	return 0;
+}
+
+void
+ps_stacktab_view(struct ps_stacktab *view, const struct ps_stacktab *t, void *map)
+{
+	char *from = (char *)t->c, *to = map;
+
+	*view = *t;
+	view->c = map;
+	view->slots = (struct ps_stack_slot *)(to + ((char *)t->slots - from));
+	view->used = (_Atomic uint8_t *)(to + ((char *)t->used - from));
+	view->pool = (uintptr_t *)(to + ((char *)t->pool - from));
 }
 
 /* Written once by the constructor, before the handler is installed or any
@@ -65,11 +83,8 @@ ps_stacktab_current(void)
 int
 ps_stacktab_reset(struct ps_stacktab *t)
 {
-	if (ps_shmem_renew(t->slots, t->map_len))
-		return -ENOMEM;
-	atomic_store(&t->pool_used, 0);
-	atomic_store(&t->dropped, 0);
-	return 0;
+	/* Fresh zero pages: the counters with the rest. */
+	return ps_shmem_renew(t->c, t->map_len);
 }
 
 PS_SIGSAFE static uint64_t
@@ -108,7 +123,7 @@ PS_SIGSAFE static int
 fill(struct ps_stacktab *t, struct ps_stack_slot *s, const uintptr_t *ips, int depth,
      int truncated, uint64_t h)
 {
-	uint32_t off = atomic_fetch_add_explicit(&t->pool_used, (uint32_t)depth,
+	uint32_t off = atomic_fetch_add_explicit(&t->c->pool_used, (uint32_t)depth,
 						 memory_order_relaxed);
 	int ok = off <= t->npool && (uint32_t)depth <= t->npool - off;
 
@@ -152,7 +167,7 @@ ps_stacktab_add(struct ps_stacktab *t, const uintptr_t *ips, int depth, int trun
 			continue;
 		}
 		/* A full frame pool would only waste the slot. */
-		if (atomic_load_explicit(&t->pool_used, memory_order_relaxed) >
+		if (atomic_load_explicit(&t->c->pool_used, memory_order_relaxed) >
 		    t->npool - (uint32_t)depth)
 			break;
 		if (!atomic_compare_exchange_strong_explicit(&s->state, &st, PS_ST_CLAIMED,
@@ -165,7 +180,7 @@ ps_stacktab_add(struct ps_stacktab *t, const uintptr_t *ips, int depth, int trun
 		add_values(s, vals);
 		return i;
 	}
-	atomic_fetch_add_explicit(&t->dropped, 1, memory_order_relaxed);
+	atomic_fetch_add_explicit(&t->c->dropped, 1, memory_order_relaxed);
 	add_values(&t->slots[PS_SLOT_FULL], vals);
 	return PS_SLOT_FULL;
 }
@@ -194,7 +209,7 @@ ps_stacktab_empty(const struct ps_stacktab *t)
 
 	if (!t)
 		return 1;
-	if (atomic_load_explicit(&t->pool_used, memory_order_relaxed) != 0)
+	if (atomic_load_explicit(&t->c->pool_used, memory_order_relaxed) != 0)
 		return 0;
 	for (i = 0; i < PS_NSPECIAL; i++)
 		for (k = 0; k < PS_NVALUES; k++)

@@ -9,9 +9,11 @@
  * visible in the profile and counted in `dropped`.
  *
  * The memory is shared (MAP_SHARED): the uploader reads it from a helper
- * process forked after it was mapped, which still holds it once the
- * program is gone.  The struct itself must be in shared memory too (the
- * caller's choice: init.c maps it).
+ * process, which still holds it once the program is gone.  Everything a
+ * writer changes -- slots, frames, counters -- is in the table's one
+ * mapping; the struct only says where, and never changes after
+ * ps_stacktab_init.  So a process that has the mapping at another address
+ * reads the table through a view (ps_stacktab_view).
  *
  * Counters are cumulative for the whole run; the uploader computes deltas.
  * Stacks are raw instruction pointers, leaf first (see unwind.h).
@@ -59,25 +61,35 @@ struct ps_stack_slot {
 /* Slots per group of the `used` map (about a page of slots). */
 #define PS_ST_GROUP 32
 
+/* At the head of the mapping. */
+struct ps_stacktab_counters {
+	_Atomic uint32_t pool_used;
+	_Atomic uint64_t dropped;    /* stacks sent to PS_SLOT_FULL */
+};
+
 struct ps_stacktab {
-	struct ps_stack_slot *slots; /* PS_NSPECIAL + nslots entries, mmap'ed */
+	struct ps_stacktab_counters *c; /* the start of the mapping */
+	struct ps_stack_slot *slots; /* PS_NSPECIAL + nslots entries */
 	/* One byte per PS_ST_GROUP slots, set (never cleared) by the writer
 	 * that claims a slot of the group: the reader skips the groups still
 	 * 0 without reading their slots, whose pages a read would only make
-	 * the kernel allocate (zero-filled shared memory).  mmap'ed. */
+	 * the kernel allocate (zero-filled shared memory). */
 	_Atomic uint8_t *used;
-	uintptr_t *pool;             /* frame pool, mmap'ed */
+	uintptr_t *pool;             /* frame pool */
 	uint32_t nslots;             /* power of two */
 	uint32_t npool;
-	_Atomic uint32_t pool_used;
-	_Atomic uint64_t dropped;    /* stacks sent to PS_SLOT_FULL */
-	size_t map_len;              /* bytes mapped, for reset and unmap */
+	size_t map_len;              /* bytes mapped from c */
 };
 
 /* Map a table using about `budget` bytes (a quarter for slots, the rest for
  * frames).  Returns 0, -EINVAL (budget too small), -ENOMEM.
  * Context: constructor; calls mmap. */
 int ps_stacktab_init(struct ps_stacktab *t, uint64_t budget) PS_WUR;
+
+/* A view of table t (as its writer's struct describes it) whose mapping
+ * is at `map` in this process: the same table, read here.  Context: the
+ * uploader. */
+void ps_stacktab_view(struct ps_stacktab *view, const struct ps_stacktab *t, void *map);
 
 /* The process's stack table, held in this one place: published by the
  * constructor once the table is mapped (a fork child keeps the same

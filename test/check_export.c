@@ -152,7 +152,7 @@ START_TEST(export_comments_say_what_was_dropped)
 
 	hm_cpu(&st, hm_leaf_a, 1, 10);
 	ps_stacktab_add_special(&st, PS_SLOT_FULL, v);
-	atomic_store(&st.dropped, 3);
+	atomic_store(&st.c->dropped, 3);
 	ck_assert_int_eq(ps_export_run(&x, 0), 0);
 	ck_assert_ptr_nonnull(strstr(file("app.4242.cpu.folded"), "table full"));
 }

@@ -79,7 +79,7 @@ START_TEST(stacktab_counts_drop_when_full)
 	full = atomic_load(&t.slots[PS_SLOT_FULL].v[PS_V_CPU_SAMPLES]);
 	ck_assert_uint_ge(n, 3 * t.nslots);         /* most could not fit */
 	ck_assert_uint_eq(full, n);                 /* but none was lost */
-	ck_assert_uint_eq(atomic_load(&t.dropped), n);
+	ck_assert_uint_eq(atomic_load(&t.c->dropped), n);
 	ck_assert_int_eq(ps_stacktab_reset(&t), 0);
 	ck_assert_uint_eq(atomic_load(&t.slots[PS_SLOT_FULL].v[PS_V_CPU_SAMPLES]), 0);
 	(void)total;
@@ -100,7 +100,7 @@ START_TEST(stacktab_frame_pool_exhaustion_is_counted)
 			full++;
 	}
 	ck_assert_uint_gt(full, 0);
-	ck_assert_uint_le(atomic_load(&t.pool_used), t.npool + 128);
+	ck_assert_uint_le(atomic_load(&t.c->pool_used), t.npool + 128);
 	ck_assert_uint_eq(atomic_load(&t.slots[PS_SLOT_FULL].v[PS_V_CPU_SAMPLES]), full);
 }
 END_TEST
@@ -161,7 +161,7 @@ START_TEST(livetab_insert_remove_and_each)
 	ck_assert_int_eq(ps_livetab_remove(&t, &blocks[0]), 0);  /* empty table */
 	for (int i = 0; i < 100; i++)
 		ck_assert_int_eq(ps_livetab_insert(&t, &blocks[i], 10, 1, 5), 0);
-	ck_assert_uint_eq(atomic_load(&t.live), 100);
+	ck_assert_uint_eq(atomic_load(&t.c->live), 100);
 	for (int i = 0; i < 100; i += 2)
 		ck_assert_int_eq(ps_livetab_remove(&t, &blocks[i]), 1);
 	ck_assert_int_eq(ps_livetab_remove(&t, &blocks[0]), 0);  /* already gone */
@@ -174,9 +174,9 @@ START_TEST(livetab_insert_remove_and_each)
 		ck_assert_int_eq(ps_livetab_insert(&t, &blocks[0], 1, 1, 1), 0);
 		ck_assert_int_eq(ps_livetab_remove(&t, &blocks[0]), 1);
 	}
-	ck_assert_uint_eq(atomic_load(&t.dropped), 0);
+	ck_assert_uint_eq(atomic_load(&t.c->dropped), 0);
 	ck_assert_int_eq(ps_livetab_reset(&t), 0);
-	ck_assert_uint_eq(atomic_load(&t.live), 0);
+	ck_assert_uint_eq(atomic_load(&t.c->live), 0);
 }
 END_TEST
 
@@ -220,7 +220,55 @@ START_TEST(livetab_each_reads_only_groups_that_held_an_entry)
 	ps_livetab_each(&t, count_live, &n);
 	ck_assert_int_eq(n, 3);
 	ck_assert_int_le(resident_pages(t.slots, len), 3);
-	ps_shmem_free(t.slots, t.map_len);
+	ps_shmem_free(t.c, t.map_len);
+}
+END_TEST
+
+/* Both tables read through a view: the same memory mapped a second time,
+ * elsewhere (mremap of a shared mapping with old size 0), as the tree's
+ * helper maps a program's tables.  The writer's mapping is then unmapped,
+ * so everything read -- counters included -- comes through the view. */
+START_TEST(tables_read_through_a_view_at_another_address)
+{
+	struct ps_stacktab t, v;
+	struct ps_livetab l, lv;
+	uintptr_t a[3] = { 7, 8, 9 };
+	const uintptr_t *ips;
+	static int block;
+	int depth, trunc, n = 0;
+	uint64_t dropped;
+	uint32_t sa;
+	void *m;
+
+	ck_assert_int_eq(ps_stacktab_init(&t, 256 << 10), 0);
+	m = mremap(t.c, 0, t.map_len, MREMAP_MAYMOVE);
+	ck_assert_ptr_ne(m, MAP_FAILED);
+	ck_assert_ptr_ne(m, (void *)t.c);
+	ps_stacktab_view(&v, &t, m);
+	ck_assert(ps_stacktab_empty(&v));
+	sa = ps_stacktab_add(&t, a, 3, 0, one_cpu);
+	while (ps_stacktab_add(&t, a, 1, 0, one_cpu) != PS_SLOT_FULL)
+		a[0]++;  /* a new stack each time, until the table is full */
+	dropped = atomic_load(&t.c->dropped);
+	ck_assert_uint_gt(dropped, 0);
+	ps_shmem_free(t.c, t.map_len);
+	ck_assert(!ps_stacktab_empty(&v));
+	ck_assert_int_eq(ps_stacktab_get(&v, sa, &ips, &depth, &trunc), 1);
+	ck_assert_int_eq(depth, 3);
+	ck_assert_uint_eq(ips[2], 9);
+	ck_assert(ps_stacktab_group_used(&v, sa));
+	ck_assert_uint_eq(atomic_load(&v.c->dropped), dropped);
+
+	ck_assert_int_eq(ps_livetab_init(&l), 0);
+	m = mremap(l.c, 0, l.map_len, MREMAP_MAYMOVE);
+	ck_assert_ptr_ne(m, MAP_FAILED);
+	ps_livetab_view(&lv, &l, m);
+	ck_assert_int_eq(ps_livetab_insert(&l, &block, 8, 1, sa), 0);
+	ps_shmem_free(l.c, l.map_len);
+	ck_assert_uint_eq(atomic_load(&lv.c->live), 1);
+	ck_assert(ps_livetab_filter_hit(lv.filter, &block));
+	ps_livetab_each(&lv, count_live, &n);
+	ck_assert_int_eq(n, 1);
 }
 END_TEST
 
@@ -237,7 +285,7 @@ START_TEST(livetab_take_returns_the_entry)
 	ck_assert_uint_eq(e.size, 123);
 	ck_assert_uint_eq(e.weight, 456);
 	ck_assert_int_eq(ps_livetab_take(&t, &block, &e), 0);
-	ck_assert_uint_eq(atomic_load(&t.live), 0);
+	ck_assert_uint_eq(atomic_load(&t.c->live), 0);
 }
 END_TEST
 
@@ -251,7 +299,7 @@ START_TEST(livetab_full_counts_drop)
 		if (ps_livetab_insert(&t, (void *)(uintptr_t)(0x10000 + 16 * (uintptr_t)i), 1, 1, 1))
 			fails++;
 	ck_assert_uint_ge(fails, 1000);
-	ck_assert_uint_eq(atomic_load(&t.dropped), fails);
+	ck_assert_uint_eq(atomic_load(&t.c->dropped), fails);
 }
 END_TEST
 
@@ -320,6 +368,7 @@ main(void)
 	tcase_add_test(tc, livetab_each_reads_only_groups_that_held_an_entry);
 	tcase_add_test(tc, livetab_full_counts_drop);
 	tcase_add_test(tc, livetab_filter_never_clears_a_live_block_and_clears_after_removal);
+	tcase_add_test(tc, tables_read_through_a_view_at_another_address);
 	tcase_add_test(tc, alloc_weight_unbiases_by_size);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);

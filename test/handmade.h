@@ -88,6 +88,7 @@ hm_export(struct ps_export *x, const struct ps_config *cfg, struct ps_livetab *l
 {
 	memset(x, 0, sizeof(*x));
 	x->cfg = cfg;
+	x->st = ps_stacktab_current();
 	x->lt = lt;
 	x->on[PS_FAMILY_CPU] = 1;
 	x->on[PS_FAMILY_ALLOC] = lt != NULL;

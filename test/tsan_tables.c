@@ -155,8 +155,8 @@ main(void)
 
 	entries = scan(&samples);
 	fail |= samples != (uint64_t)WRITERS * ROUNDS;
-	fail |= atomic_load(&st.dropped) != 0;
-	fail |= entries != atomic_load(&lt.live) || atomic_load(&lt.dropped) != 0;
+	fail |= atomic_load(&st.c->dropped) != 0;
+	fail |= entries != atomic_load(&lt.c->live) || atomic_load(&lt.c->dropped) != 0;
 	fail |= entries != (unsigned long)WRITERS * WINDOW;
 	fail |= atomic_load(&bad_stacks) != 0 || atomic_load(&bad_remove) != 0;
 	fail |= atomic_load(&torn) != 0;

@@ -231,9 +231,9 @@ comments(struct ps_export *x, char c[][200], int incomplete)
 			 x->span_hex);
 	snprintf(c[n++], 200, "dropped: %llu stacks (table full), %llu stacks (fold full), "
 		 "%llu live blocks (table full)",
-		 (unsigned long long)atomic_load(&ps_stacktab_current()->dropped),
+		 (unsigned long long)atomic_load(&x->st->c->dropped),
 		 (unsigned long long)x->fold.dropped,
-		 (unsigned long long)(x->lt ? atomic_load(&x->lt->dropped) : 0));
+		 (unsigned long long)(x->lt ? atomic_load(&x->lt->c->dropped) : 0));
 	if (x->remote.on)
 		upload_counts(&x->remote.up, c[n++], 200);
 	ps_symbols_get_stats(x->fold.syms, &ss);
@@ -263,6 +263,8 @@ fold_ready(struct ps_export *x, const struct ps_stacktab *st)
 		x->fold_errors++;
 		return rc;
 	}
+	if (x->watch)
+		ps_symbols_watch(x->fold.syms, x->watch, x->watch_only);
 	/* Without memory for the DWARF reader, names stay function-level. */
 	if (ps_fold_configure(&x->fold, x->cfg->folded_lines, x->cfg->dwarf_memory,
 			      x->cfg->debuginfod, DWARF_PASS_NS))
@@ -280,7 +282,7 @@ ps_export_run(struct ps_export *x, int final)
 	char c[6][200];
 	const char *cp[6];
 	struct ps_profile_meta m;
-	const struct ps_stacktab *st = ps_stacktab_current();
+	const struct ps_stacktab *st = x->st;
 	size_t nc, i;
 	int rc = 0, folded;
 
@@ -289,7 +291,7 @@ ps_export_run(struct ps_export *x, int final)
 	/* Most children of a shell or of make never record anything: skip
 	 * the fold, which would touch megabytes of untouched table pages. */
 	if (!x->ready && ps_stacktab_empty(st) &&
-	    (!x->lt || atomic_load_explicit(&x->lt->live, memory_order_relaxed) == 0))
+	    (!x->lt || atomic_load_explicit(&x->lt->c->live, memory_order_relaxed) == 0))
 		return 0;
 	rc = fold_ready(x, st);
 	if (rc)
@@ -338,7 +340,7 @@ ps_export_save_symbols(struct ps_export *x, int final, uint64_t fill_ns)
 int
 ps_export_refresh(struct ps_export *x)
 {
-	const struct ps_stacktab *st = ps_stacktab_current();
+	const struct ps_stacktab *st = x->st;
 	int rc;
 
 	if (!st)

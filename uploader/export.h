@@ -7,8 +7,8 @@
  * that short helper processes -- every child of a shell or of make inherits
  * the shim -- do not litter the output directory.
  *
- * The stack table is ps_stacktab_current(); no pass is made before it is
- * published.
+ * The tables are the export state's own (st, lt): the program's, or a
+ * view of them in the process that reads them.
  *
  * Context: uploader thread, or the exiting/exec'ing thread while it holds
  * the worker's lock; allocates (guard held).
@@ -32,9 +32,14 @@
 
 struct ps_export {
 	const struct ps_config *cfg;   /* not owned */
+	struct ps_stacktab *st;        /* not owned */
 	struct ps_livetab *lt;         /* not owned; NULL without allocation profiling */
 	int on[PS_NFAMILIES];          /* per family: profiled in this run */
 	pid_t pid;
+	/* The process whose objects name the stacks (ps_symbols_watch):
+	 * 0 for this one; watch_only when this process is no copy of it. */
+	pid_t watch;
+	int watch_only;
 	uint64_t start_ns;             /* wall clock when profiling started */
 	char app[256];                 /* application name, safe in a file name */
 	char dir[PATH_MAX];            /* local output directory; "" = none */

@@ -210,17 +210,6 @@ carry_over(struct ps_modules *s, struct ps_module *v, uint32_t n)
 
 /* ---- objects the program loaded after the helper was forked ---------- */
 
-/* The program whose objects are looked up, when it is not this process (the
- * uploader's helper process: uploader/worker.h).  Written once by the
- * helper before its loop; 0 in the program itself. */
-static pid_t watched;
-
-void
-ps_symbols_watch(pid_t pid)
-{
-	watched = pid;
-}
-
 /* 1 if [lo, hi) lies in one of v[0..n). */
 static int
 covered(const struct ps_module *v, uint32_t n, uintptr_t lo)
@@ -274,7 +263,7 @@ scan_mapped_file(struct scan *sc, const char *path, uintptr_t lo, uint64_t off)
  * from /proc/PID/maps, which needs no ptrace rights; -ESRCH once the
  * program is gone (the caller then keeps the list it had). */
 static int
-scan_watched(struct scan *sc)
+scan_watched(struct scan *sc, pid_t watched)
 {
 	char path[64], line[PATH_MAX + 128], perms[8], file[PATH_MAX];
 	unsigned long lo, hi;
@@ -300,8 +289,8 @@ scan_watched(struct scan *sc)
 }
 
 int
-ps_modules_region(uintptr_t ip, uintptr_t *lo, uintptr_t *hi, uint64_t *off, char *name,
-		  size_t len)
+ps_modules_region(const struct ps_modules *s, uintptr_t ip, uintptr_t *lo, uintptr_t *hi,
+		  uint64_t *off, char *name, size_t len)
 {
 	char path[64], line[PATH_MAX + 128], file[PATH_MAX];
 	unsigned long a, b;
@@ -309,7 +298,7 @@ ps_modules_region(uintptr_t ip, uintptr_t *lo, uintptr_t *hi, uint64_t *off, cha
 	int rc = -ENOENT;
 	FILE *f;
 
-	snprintf(path, sizeof(path), "/proc/%d/maps", watched ? (int)watched : (int)getpid());
+	snprintf(path, sizeof(path), "/proc/%d/maps", s->watched ? (int)s->watched : (int)getpid());
 	f = fopen(path, "re");
 	if (!f)
 		return -ENOENT;
@@ -361,10 +350,11 @@ rescan(struct ps_modules *s)
 	s->scans++;
 	s->last_scan = ps_clock_ns(CLOCK_MONOTONIC);
 	s->stale = 0;
-	dl_iterate_phdr(scan_cb, &sc);
-	if (!sc.err && watched && scan_watched(&sc) == -ESRCH) {
+	if (!s->only)
+		dl_iterate_phdr(scan_cb, &sc);
+	if (!sc.err && s->watched && scan_watched(&sc, s->watched) == -ESRCH) {
 		/* The program is gone: what was learned of it stays. */
-		watched = 0;
+		s->watched = 0;
 		keep_learned(s, &sc);
 	}
 	s->err = sc.err == -ENOMEM ? -ENOMEM : 0;

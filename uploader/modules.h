@@ -1,8 +1,9 @@
 /* modules.h -- the objects loaded in the program, sorted by address.
  *
- * Read from dl_iterate_phdr; in the uploader's helper process (a fork of
- * the program made at start-up) also from the program's /proc/PID/maps,
- * for the objects it loaded later (ps_symbols_watch).  Re-read when an IP
+ * Read from dl_iterate_phdr and, in the uploader's helper process, from the
+ * program's /proc/PID/maps (ps_symbols_watch): the objects a program the
+ * helper was forked from loaded later, or all of a program it is no copy
+ * of.  Re-read when an IP
  * falls in none of them, at most once per second unless marked stale.  A
  * re-read keeps the symbol tables of objects still loaded at the same
  * place, so a dlopen storm does not make libc's table be parsed again.
@@ -44,19 +45,21 @@ struct ps_modules {
 	int err;                /* -ENOMEM while the last walk failed: an ip in
 				 * no object may be in one it missed (the next
 				 * find walks again) */
+	pid_t watched;          /* ps_symbols_watch; 0: this process */
+	int only;               /* the watched process's objects alone */
 };
 
 /* The object that contains ip, re-reading the list if due; NULL if none. */
 struct ps_module *ps_modules_find(struct ps_modules *s, uintptr_t ip);
 
-/* The region of the program's /proc/PID/maps (this process's own when no
- * program is watched) that holds ip: for code in no loaded object, such as
+/* The region of the watched program's /proc/PID/maps (this process's own
+ * when none is) that holds ip: for code in no loaded object, such as
  * JIT code in anonymous memory.  Fills [*lo, *hi), the file offset, and
  * name[len]: the mapped file, "//anon" for anonymous memory (pprof's name
  * for it), or the kernel's name ("[stack]", "[heap]").
  * Returns 0, or -ENOENT when no region holds ip. */
-int ps_modules_region(uintptr_t ip, uintptr_t *lo, uintptr_t *hi, uint64_t *off, char *name,
-		      size_t len);
+int ps_modules_region(const struct ps_modules *s, uintptr_t ip, uintptr_t *lo, uintptr_t *hi,
+		      uint64_t *off, char *name, size_t len);
 
 /* Release everything; *s is then empty. */
 void ps_modules_free(struct ps_modules *s);

@@ -356,6 +356,14 @@ ps_symbols_new(struct ps_symbols **out, uintptr_t skip_lo, uintptr_t skip_hi)
 }
 
 void
+ps_symbols_watch(struct ps_symbols *s, pid_t pid, int only)
+{
+	s->mods.watched = pid;
+	s->mods.only = only;
+	s->mods.stale = 1;
+}
+
+void
 ps_symbols_free(struct ps_symbols *s)
 {
 	if (!s)
@@ -675,7 +683,7 @@ ps_symbols_mapping(struct ps_symbols *s, uintptr_t ip, struct ps_map_info *out)
 	if (!m) {
 		/* JIT code or anonymous memory: the region it is in. */
 		out->file = s->region;
-		return ps_modules_region(ip, &out->start, &out->limit, &out->offset, s->region,
+		return ps_modules_region(&s->mods, ip, &out->start, &out->limit, &out->offset, s->region,
 					 sizeof(s->region));
 	}
 	if (m->state == PS_MOD_NEW && load_module(s, m))

@@ -154,12 +154,14 @@ int ps_symbols_mapping(struct ps_symbols *s, uintptr_t ip, struct ps_map_info *o
  * Context: the owner. */
 void ps_symbols_invalidate(struct ps_symbols *s);
 
-/* Look up the objects of process `pid` as well as this process's own: the
- * uploader's helper process (uploader/worker.h) is a fork of the program
- * made at start-up, and learns of the objects the program loads later from
- * /proc/PID/maps (no ptrace rights needed).  Once the program is gone, the
- * objects already known are kept.  Context: the helper, before any look-up. */
-void ps_symbols_watch(pid_t pid);
+/* Look up the objects of process `pid` (no ptrace rights needed: its
+ * /proc/PID/maps and the files themselves).  `only` 0: as well as this
+ * process's own, for a helper forked from the program, which learns so of
+ * the objects the program loaded later; 1: its objects alone, for a
+ * program the helper is no copy of (a session of the tree's helper,
+ * worker.h).  Once the program is gone, the objects already known are
+ * kept.  Context: the owner, before any look-up. */
+void ps_symbols_watch(struct ps_symbols *s, pid_t pid, int only);
 
 /* Copy the counters.  Context: the owner. */
 void ps_symbols_get_stats(const struct ps_symbols *s, struct ps_symbols_stats *st);

@@ -390,7 +390,7 @@ helper_main(void)
 	ps_alloc_off();  /* nothing of the helper's goes in the program's tables */
 	ps_wait_off();
 	ps_log_set_pid(host);
-	ps_symbols_watch(host);
+	x->watch = host;
 	(void)setsid();  /* the terminal's signals are for the program */
 	(void)prctl(PR_SET_NAME, "pyroshim", 0, 0, 0);
 	helper_pidfd = host_pidfd;
@@ -573,7 +573,7 @@ due_at_end(void)
 	int expected = 1;
 
 	return atomic_load_explicit(&due, memory_order_relaxed) &&
-	       !ps_stacktab_empty(ps_stacktab_current()) &&
+	       !ps_stacktab_empty(x->st) &&
 	       atomic_compare_exchange_strong(&due, &expected, 0);
 }
 
@@ -600,7 +600,7 @@ request(int req, uint64_t timeout_ns)
 	atomic_store(&c->req, req);
 	sem_post(&c->wake);
 	if (helper && req == REQ_FINAL && !(x->span && x->remote.otlp_url[0]) &&
-	    ps_stacktab_empty(ps_stacktab_current()))
+	    ps_stacktab_empty(x->st))
 		return;
 	/* A helper that is gone (killed, or ended after an exec it could not
 	 * follow) never answers: do not wait for it. */
