@@ -54,6 +54,18 @@ ps_export_set_span(struct ps_export *x, struct ps_span *sp)
 }
 
 void
+ps_export_free(struct ps_export *x)
+{
+	ps_fold_free(&x->fold);
+	ps_buf_free(&x->out);
+	if (x->dirfd >= 0)
+		(void)close(x->dirfd);
+	x->dirfd = -1;
+	x->ready = 0;
+	ps_remote_free(&x->remote);
+}
+
+void
 ps_export_abandon(struct ps_export *x)
 {
 	ps_export_setup(x);

@@ -111,6 +111,11 @@ uint64_t ps_export_next_due(const struct ps_export *x);
 /* At exit: queue the run's span with x->exit_code, x->argv. */
 void ps_export_end_span(struct ps_export *x);
 
+/* Free what the passes made (fold, output buffer, directory); what the
+ * upload queue still holds is dropped, counted.  Context: the owner, once
+ * the last pass is done. */
+void ps_export_free(struct ps_export *x);
+
 /* Fork child: forget the parent's state without freeing it (the parent's
  * worker may have been half-way through changing it). */
 void ps_export_abandon(struct ps_export *x);

@@ -405,9 +405,8 @@ entry_for(struct ps_fold *f, const uint32_t *ids, uint32_t depth, uint32_t *out)
 	return index_add(f, &x, h, *out, f->n);
 }
 
-/* Free what a half-made fold holds (ps_fold_init's failure path). */
-static void
-fold_release(struct ps_fold *f)
+void
+ps_fold_free(struct ps_fold *f)
 {
 	uint32_t i;
 
@@ -416,6 +415,15 @@ fold_release(struct ps_fold *f)
 		free(f->names[i]);
 	free(f->names);
 	free(f->name_index);
+	free(f->e);
+	free(f->entry_index);
+	free(f->frames);
+	free(f->locs);
+	free(f->loc_index);
+	free(f->lines);
+	free(f->funcs);
+	free(f->func_index);
+	free(f->maps);
 	free(f->slot_map);
 	memset(f, 0, sizeof(*f));
 }
@@ -431,7 +439,7 @@ ps_fold_init(struct ps_fold *f, uint32_t nslots, uintptr_t skip_lo, uintptr_t sk
 	/* names[0] is "": a function without a file, a mapping without a
 	 * build ID. */
 	if (!f->slot_map || ps_symbols_new(&f->syms, skip_lo, skip_hi) || intern(f, "", &empty)) {
-		fold_release(f);
+		ps_fold_free(f);
 		return -ENOMEM;
 	}
 	/* The executable's code first (its entry point is in it), so that it

@@ -127,6 +127,9 @@ struct ps_fold {
 /* Returns 0, -ENOMEM.  skip_lo/skip_hi: the shim's own address range. */
 int ps_fold_init(struct ps_fold *f, uint32_t nslots, uintptr_t skip_lo, uintptr_t skip_hi) PS_WUR;
 
+/* Free everything f holds; *f is then zero. */
+void ps_fold_free(struct ps_fold *f);
+
 /* Options, from the configuration.  dwarf_memory: bytes libdw may hold
  * (PYROSCOPE_DWARF_MEMORY; 0: function-level only); debuginfod: as
  * ps_dwarf_new's; budget_ns: DWARF look-up time per pass.  Returns 0 or

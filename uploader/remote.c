@@ -389,6 +389,15 @@ ps_remote_queue_span(struct ps_remote *r, const struct ps_span *sp,
 }
 
 void
+ps_remote_free(struct ps_remote *r)
+{
+	ps_upload_free(&r->up);
+	free(r->prev);
+	r->prev = NULL;
+	r->prev_cap = 0;
+}
+
+void
 ps_remote_abandon(struct ps_remote *r, uint64_t start_ns)
 {
 	ps_upload_abandon(&r->up);

@@ -83,6 +83,9 @@ void ps_remote_queue(struct ps_remote *r, const struct ps_fold *f, const int *on
 void ps_remote_queue_span(struct ps_remote *r, const struct ps_span *sp,
 			  const struct ps_otlp_resource *res);
 
+/* Free the queue and the interval state, once the last flush is over. */
+void ps_remote_free(struct ps_remote *r);
+
 /* Fork child: forget the queue and the interval state (not freed). */
 void ps_remote_abandon(struct ps_remote *r, uint64_t start_ns);
 

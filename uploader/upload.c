@@ -337,6 +337,16 @@ ps_upload_send(struct ps_upload *u, uint64_t now_ns, long timeout_ms, int final,
 }
 
 void
+ps_upload_free(struct ps_upload *u)
+{
+	while (u->n) {
+		item_free(u->q[--u->n]);
+		u->dropped++;
+	}
+	u->bytes = 0;
+}
+
+void
 ps_upload_abandon(struct ps_upload *u)
 {
 	u->n = 0;

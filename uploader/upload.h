@@ -95,6 +95,10 @@ void ps_upload_send(struct ps_upload *u, uint64_t now_ns, long timeout_ms, int f
 /* When the next queued request is due; UINT64_MAX if none. */
 uint64_t ps_upload_next_due(const struct ps_upload *u);
 
+/* Free what is still queued, counted as dropped (no request is in
+ * flight: the caller's final flush is over). */
+void ps_upload_free(struct ps_upload *u);
+
 /* Fork child: forget the parent's queue without freeing (never sent
  * twice). */
 void ps_upload_abandon(struct ps_upload *u);
