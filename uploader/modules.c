@@ -258,6 +258,21 @@ scan_mapped_file(struct scan *sc, const char *path, uintptr_t lo, uint64_t off)
 	}
 }
 
+/* The watched program's vDSO, named as dl_iterate_phdr names this
+ * process's: an object without a file. */
+static void
+scan_vdso(struct scan *sc, uintptr_t lo, uintptr_t hi)
+{
+	ElfW(Phdr) ph = { .p_type = PT_LOAD, .p_flags = PF_X, .p_memsz = hi - lo };
+	struct dl_phdr_info info = { 0 };
+
+	info.dlpi_addr = lo;
+	info.dlpi_name = "linux-vdso.so.1";
+	info.dlpi_phdr = &ph;
+	info.dlpi_phnum = 1;
+	sc->err = scan_add(sc, &info, 0);
+}
+
 /* Add the watched program's executable file mappings that the scan does
  * not cover: objects it loaded after the helper was forked.  They are read
  * from /proc/PID/maps, which needs no ptrace rights; -ESRCH once the
@@ -278,11 +293,14 @@ scan_watched(struct scan *sc, pid_t watched)
 	while (!sc->err && sc->n < MAX_MODULES && fgets(line, sizeof(line), f)) {
 		file[0] = '\0';
 		if (sscanf(line, "%lx-%lx %7s %llx %*s %*s %4095[^\n]", &lo, &hi, perms, &off,
-			   file) < 4 || !strchr(perms, 'x') || file[0] != '/')
+			   file) < 4 || !strchr(perms, 'x') || (file[0] != '/' && strcmp(file, "[vdso]")))
 			continue;
 		if (covered(sc->v, sc->n, lo) || covered(sc->v + base_n, sc->n - base_n, lo))
 			continue;
-		scan_mapped_file(sc, file, lo, off);
+		if (file[0] == '/')
+			scan_mapped_file(sc, file, lo, off);
+		else
+			scan_vdso(sc, lo, hi);
 	}
 	fclose(f);
 	return sc->err;

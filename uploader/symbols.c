@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <unistd.h>
 
 #include "common/buf.h"
@@ -277,6 +278,18 @@ put_func(struct ps_symbols *s, const char *raw)
 		*at = '\0';
 }
 
+/* For a program this process is no copy of, only its vDSO can be named
+ * through this process's dladdr: the kernel maps the same one into every
+ * process, at another address.  1 if ip, in module m, was. */
+static int
+vdso_dladdr(const struct ps_module *m, uintptr_t ip, Dl_info *di)
+{
+	uintptr_t mine = (uintptr_t)getauxval(AT_SYSINFO_EHDR);
+
+	return mine && strcmp(m->shown, "[vdso]") == 0 &&
+	       dladdr((void *)(mine + (ip - m->lo)), di) && di->dli_sname && di->dli_saddr;
+}
+
 static int
 load_module(struct ps_symbols *s, struct ps_module *m)
 {
@@ -306,7 +319,8 @@ resolve(struct ps_symbols *s, struct ps_module *m, uintptr_t ip)
 			put_func(s, (char *)m->tab.names.data + (sym->name & PS_SYM_OFF));
 			return PS_SYM_FUNC;
 		}
-	} else if (dladdr((void *)ip, &di) && di.dli_sname && di.dli_saddr) {
+	} else if (s->mods.only ? vdso_dladdr(m, ip, &di) :
+		   (dladdr((void *)ip, &di) && di.dli_sname && di.dli_saddr)) {
 		put_func(s, di.dli_sname);
 		return PS_SYM_FUNC;
 	}
