@@ -256,6 +256,10 @@ class Scrapes(ListenTest):
         # successive cumulative allocs profiles.
         p = self.start()
         self.wait_listening(p)
+        # The block profile (since start) answers at once and counts the
+        # sleeps that ended: let the target end a few of its 10 ms sleeps
+        # first (at once after listening it may have ended none).
+        time.sleep(0.2)
         got = {}
 
         def scrape(name, target):
