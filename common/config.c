@@ -438,6 +438,30 @@ debuginfod(struct ps_config *c, ps_getenv_fn get)
 	c->debuginfod = urls && urls[strspn(urls, " \t")] != '\0';
 }
 
+/* PYROSHIM_HELPER: "pyroshim-<pid>-<16 hex digits>", made by the tree's
+ * first process (uploader/worker.c).  Anything else is not ours to use. */
+static int
+tree_helper(struct ps_config *c, ps_getenv_fn get)
+{
+	const char *v = get("PYROSHIM_HELPER"), *p;
+	size_t n;
+
+	if (!v)
+		return 0;
+	if (strncmp(v, "pyroshim-", 9) == 0) {
+		p = v + 9;
+		n = strspn(p, "0123456789");
+		if (n && n < 11 && p[n] == '-' && strlen(p + n + 1) == 16 &&
+		    strspn(p + n + 1, "0123456789abcdef") == 16) {
+			memcpy(c->tree_helper, v, strlen(v) + 1);
+			return 0;
+		}
+	}
+	ps_log_config("PYROSHIM_HELPER=%.80s: not a helper's name; starting a helper of its own",
+		      v);
+	return 1;
+}
+
 /* The symbol cache's directory: $XDG_CACHE_HOME/pyroshim, else
  * $HOME/.cache/pyroshim (the XDG base directory rules: a relative
  * XDG_CACHE_HOME is ignored); none without either. */
@@ -509,6 +533,7 @@ ps_config_load(struct ps_config *c, ps_getenv_fn get, const char *exe)
 	app_name(c, get, exe);
 	cache_dir(c, get);
 	debuginfod(c, get);
+	bad += tree_helper(c, get);
 	bad += otel_rules(c, get);
 	return bad;
 }

@@ -43,6 +43,10 @@ struct ps_config {
 					  * "" = none */
 	int debuginfod;                /* DEBUGINFOD_URLS names a server: libdw may fetch
 					* debug information missing on disk */
+	char tree_helper[64];          /* PYROSHIM_HELPER: the socket of the helper of the
+					* process tree this process belongs to, set by the
+					* tree's first process (uploader/worker.h); "" =
+					* none, or not a helper's name */
 	int folded_lines;              /* PYROSCOPE_FOLDED_LINES (default 0) */
 	uint64_t upload_interval_ns;   /* PYROSCOPE_UPLOAD_INTERVAL, default 10 s */
 	uint64_t flush_timeout_ns;     /* PYROSCOPE_FLUSH_TIMEOUT, default 3 s */

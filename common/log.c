@@ -79,11 +79,23 @@ ps_log(int level, const char *fmt, ...)
 	va_end(ap);
 }
 
+/* Set by the tree's helper's loop while it reads a joined program's
+ * settings again, whose mistakes that program printed already. */
+static int config_quiet;
+
+void
+ps_log_config_quiet(int on)
+{
+	config_quiet = on;
+}
+
 void
 ps_log_config(const char *fmt, ...)
 {
 	va_list ap;
 
+	if (config_quiet)
+		return;
 	va_start(ap, fmt);
 	emit("pyroshim: ", fmt, ap);
 	va_end(ap);

@@ -41,6 +41,10 @@ void ps_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)
 /* One line "pyroshim: <message>", always: configuration mistakes only. */
 void ps_log_config(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* 1: ps_log_config prints nothing (the tree's helper reading the settings
+ * of a program that printed their mistakes itself).  Context: one thread. */
+void ps_log_config_quiet(int on);
+
 #define ps_warn(...)  ps_log(PS_LOG_WARN, __VA_ARGS__)
 #define ps_info(...)  ps_log(PS_LOG_INFO, __VA_ARGS__)
 #define ps_debug(...) ps_log(PS_LOG_DEBUG, __VA_ARGS__)

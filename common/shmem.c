@@ -1,29 +1,116 @@
-/* shmem.c -- shared anonymous mappings.  See shmem.h. */
+/* shmem.c -- shared mappings.  See shmem.h. */
 #include "common/shmem.h"
 
 #include <errno.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
+#define MAX_OPEN 8
+
+/* The descriptors of the mappings made since the last ps_shmem_close_fds,
+ * for ps_shmem_fd.  Written by the thread that maps (the constructor, a
+ * fork child's first allocation sample or exit; one at a time, as
+ * worker.h says) and by the fork child handler, while it has one thread. */
+static struct {
+	void *p;
+	int fd;
+} open_fds[MAX_OPEN];
+static int nopen;
+
+PS_SIGSAFE static void
+forget(int i)
+{
+	(void)close(open_fds[i].fd);
+	open_fds[i] = open_fds[--nopen];
+}
+
+/* A memfd of len bytes, or -1. */
+PS_SIGSAFE static int
+memfd_of(size_t len)
+{
+	struct rlimit fsize;
+	int fd;
+
+	/* A memfd's size counts against RLIMIT_FSIZE: sizing it past the
+	 * program's limit would raise SIGXFSZ in the program. */
+	if (nopen >= MAX_OPEN || getrlimit(RLIMIT_FSIZE, &fsize) ||
+	    (fsize.rlim_cur != RLIM_INFINITY && fsize.rlim_cur < len))
+		return -1;
+	fd = (int)syscall(SYS_memfd_create, "pyroshim", MFD_CLOEXEC);
+	if (fd >= 0 && ftruncate(fd, (off_t)len)) {
+		(void)close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
+/* Map len bytes of fd (-1: anonymous memory) at p (NULL: anywhere). */
+PS_SIGSAFE static void *
+map(void *p, size_t len, int fd)
+{
+	void *q = mmap(p, len, PROT_READ | PROT_WRITE,
+		       MAP_SHARED | (fd < 0 ? MAP_ANONYMOUS : 0) | (p ? MAP_FIXED : 0), fd, 0);
+
+	if (q == MAP_FAILED) {
+		if (fd >= 0)
+			(void)close(fd);
+		return NULL;
+	}
+	if (fd >= 0) {
+		open_fds[nopen].p = q;
+		open_fds[nopen++].fd = fd;
+	}
+	return q;
+}
+
+/* Without a memfd (a seccomp filter, an old kernel, the size limit): anonymous
+ * shared memory, which only a forked helper can share. */
 PS_SIGSAFE void *
 ps_shmem_new(size_t len)
 {
-	void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-
-	return p == MAP_FAILED ? NULL : p;
+	return map(NULL, len, memfd_of(len));
 }
 
 int
 ps_shmem_renew(void *p, size_t len)
 {
-	void *q = mmap(p, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED,
-		       -1, 0);
+	int i;
 
-	return q == MAP_FAILED ? -ENOMEM : 0;
+	for (i = 0; i < nopen; i++)
+		if (open_fds[i].p == p)
+			forget(i);
+	return map(p, len, memfd_of(len)) ? 0 : -ENOMEM;
 }
 
 PS_SIGSAFE void
 ps_shmem_free(void *p, size_t len)
 {
-	if (p)
-		(void)munmap(p, len);
+	int i;
+
+	if (!p)
+		return;
+	for (i = 0; i < nopen; i++)
+		if (open_fds[i].p == p)
+			forget(i);
+	(void)munmap(p, len);
+}
+
+int
+ps_shmem_fd(const void *p)
+{
+	int i;
+
+	for (i = 0; i < nopen; i++)
+		if (open_fds[i].p == p)
+			return open_fds[i].fd;
+	return -1;
+}
+
+PS_SIGSAFE void
+ps_shmem_close_fds(void)
+{
+	while (nopen)
+		forget(nopen - 1);
 }

@@ -1,11 +1,17 @@
-/* shmem.h -- memory shared with the uploader's helper process: anonymous
- * MAP_SHARED pages, mapped before the helper is forked so that both see
- * the same tables, and renewed (fresh zeroed pages at the same address) in
- * a fork child so that its tables are its own.  The one way the shim maps
- * such memory (stack and live tables, the tables' structs, the worker's
- * control block).
+/* shmem.h -- memory shared with the uploader's helper process: MAP_SHARED
+ * pages of a memfd, mapped before the helper is forked so that both see
+ * the same tables, or handed to the tree's helper by their descriptor
+ * (worker.h); renewed (fresh zeroed pages at the same address) in a fork
+ * child so that its tables are its own.  The one way the shim maps such
+ * memory (stack and live tables, the worker's control block).
  *
- * Context: any thread outside signal context; no malloc.
+ * A mapping's descriptor stays open, close-on-exec, until
+ * ps_shmem_close_fds: the program holds none once its uploader started.
+ * Where memfd_create is refused, the pages are anonymous (MAP_SHARED |
+ * MAP_ANONYMOUS) and have no descriptor: only a forked helper shares them.
+ *
+ * Context: any thread outside signal context; no malloc.  new, free and
+ * close_fds are async-signal-safe (a fork child's _exit).
  */
 #ifndef PS_SHMEM_H
 #define PS_SHMEM_H
@@ -23,5 +29,11 @@ int ps_shmem_renew(void *p, size_t len) PS_WUR;
 
 /* Unmap a mapping made by ps_shmem_new. */
 void ps_shmem_free(void *p, size_t len);
+
+/* The descriptor of mapping p while it is open, else -1. */
+int ps_shmem_fd(const void *p);
+
+/* Close every mapping's descriptor (the mappings stay). */
+void ps_shmem_close_fds(void);
 
 #endif

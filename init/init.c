@@ -304,6 +304,10 @@ start_export(struct ps_config *c)
 		ps_info("trace_id %s, root span_id %s", x->trace_hex, x->span_hex);
 	if (ps_worker_start(x, c->upload_interval_ns, c->flush_timeout_ns))
 		ps_warn("uploader not started: profiles are written at exit only");
+	/* Children join this process's tree: the one it joined or leads. */
+	if (strcmp(ps_worker_tree(), c->tree_helper) &&
+	    env_set("PYROSHIM_HELPER", ps_worker_tree()[0] ? ps_worker_tree() : NULL))
+		ps_debug("could not export PYROSHIM_HELPER");
 }
 
 static void

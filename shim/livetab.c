@@ -30,16 +30,23 @@ ps_livetab_init(struct ps_livetab *t)
 	return 0;
 }
 
-void
+int
 ps_livetab_view(struct ps_livetab *view, const struct ps_livetab *t, void *map)
 {
 	char *from = (char *)t->c, *to = map;
+	size_t slots = (size_t)PS_LIVE_SLOTS * sizeof(struct ps_live_slot);
 
+	/* The layout is fixed: only where it starts is another process's. */
+	if (t->map_len != HEAD + slots + PS_LIVE_FILTER + PS_LIVE_SLOTS / PS_LIVE_GROUP ||
+	    (char *)t->slots != from + HEAD || (char *)t->filter != from + HEAD + slots ||
+	    t->used != t->filter + PS_LIVE_FILTER)
+		return -EINVAL;
 	*view = *t;
 	view->c = map;
-	view->slots = (struct ps_live_slot *)(to + ((char *)t->slots - from));
-	view->filter = (_Atomic uint8_t *)(to + ((char *)t->filter - from));
-	view->used = (_Atomic uint8_t *)(to + ((char *)t->used - from));
+	view->slots = (struct ps_live_slot *)(to + HEAD);
+	view->filter = (_Atomic uint8_t *)(to + HEAD + slots);
+	view->used = view->filter + PS_LIVE_FILTER;
+	return 0;
 }
 
 int

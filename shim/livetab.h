@@ -70,8 +70,8 @@ struct ps_livetab {
 /* Map the table.  Returns 0 or -ENOMEM.  Context: constructor. */
 int ps_livetab_init(struct ps_livetab *t) PS_WUR;
 /* A view of table t whose mapping is at `map` in this process
- * (ps_stacktab_view).  Context: the uploader. */
-void ps_livetab_view(struct ps_livetab *view, const struct ps_livetab *t, void *map);
+ * (ps_stacktab_view).  Returns 0 or -EINVAL.  Context: the uploader. */
+int ps_livetab_view(struct ps_livetab *view, const struct ps_livetab *t, void *map) PS_WUR;
 /* Forget every entry (fork child).  Returns 0 or -ENOMEM. */
 int ps_livetab_reset(struct ps_livetab *t) PS_WUR;
 

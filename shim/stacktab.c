@@ -52,16 +52,31 @@ ps_stacktab_init(struct ps_stacktab *t, uint64_t budget)
 	return 0;
 }
 
-void
+/* 1 if [p, p + len) lies within the len_map bytes from map. */
+static int
+within(const char *p, size_t len, const char *map, size_t map_len)
+{
+	return p >= map && (size_t)(p - map) <= map_len && len <= map_len - (size_t)(p - map);
+}
+
+int
 ps_stacktab_view(struct ps_stacktab *view, const struct ps_stacktab *t, void *map)
 {
 	char *from = (char *)t->c, *to = map;
+	size_t n = PS_NSPECIAL + (size_t)t->nslots;
 
+	if (!t->nslots || (t->nslots & (t->nslots - 1)) || t->nslots > (1u << 24) ||
+	    !within((char *)t->slots, n * sizeof(struct ps_stack_slot), from, t->map_len) ||
+	    !within((char *)t->used, n / PS_ST_GROUP + 1, from, t->map_len) ||
+	    !within((char *)t->pool, (size_t)t->npool * sizeof(uintptr_t), from, t->map_len) ||
+	    !within(from, sizeof(struct ps_stacktab_counters), from, t->map_len))
+		return -EINVAL;
 	*view = *t;
 	view->c = map;
 	view->slots = (struct ps_stack_slot *)(to + ((char *)t->slots - from));
 	view->used = (_Atomic uint8_t *)(to + ((char *)t->used - from));
 	view->pool = (uintptr_t *)(to + ((char *)t->pool - from));
+	return 0;
 }
 
 /* Written once by the constructor, before the handler is installed or any

@@ -87,9 +87,11 @@ struct ps_stacktab {
 int ps_stacktab_init(struct ps_stacktab *t, uint64_t budget) PS_WUR;
 
 /* A view of table t (as its writer's struct describes it) whose mapping
- * is at `map` in this process: the same table, read here.  Context: the
+ * (t->map_len bytes) is at `map` in this process: the same table, read
+ * here.  Returns 0, or -EINVAL when t does not describe a table within its
+ * mapping (another process's word is not trusted).  Context: the
  * uploader. */
-void ps_stacktab_view(struct ps_stacktab *view, const struct ps_stacktab *t, void *map);
+int ps_stacktab_view(struct ps_stacktab *view, const struct ps_stacktab *t, void *map) PS_WUR;
 
 /* The process's stack table, held in this one place: published by the
  * constructor once the table is mapped (a fork child keeps the same

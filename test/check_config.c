@@ -2,6 +2,7 @@
 #include <check.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -116,6 +117,34 @@ START_TEST(config_debuginfod_when_urls_are_set)
 		ck_assert_int_eq(load(&c, err, sizeof(err)), 0);
 		ck_assert_msg(c.debuginfod == cases[i].on, "DEBUGINFOD_URLS=%s", cases[i].v);
 	}
+}
+END_TEST
+
+/* PYROSHIM_HELPER: a helper's name as worker.c makes it, else one line and
+ * none (the process then leads a tree of its own). */
+START_TEST(config_tree_helper_only_when_it_is_a_helpers_name)
+{
+	static const struct { const char *v; int ok; } cases[] = {
+		{ "pyroshim-123-0123456789abcdef", 1 }, { "pyroshim-1-ffffffffffffffff", 1 },
+		{ "pyroshim-123-0123456789abcde", 0 }, { "pyroshim-123-0123456789abcdef0", 0 },
+		{ "pyroshim--0123456789abcdef", 0 }, { "pyroshim-12x-0123456789abcdef", 0 },
+		{ "pyroshim-123-0123456789ABCDEF", 0 }, { "pyroshim-", 0 }, { "pyro", 0 },
+		{ "", 0 }, { "pyroshim-12345678901-0123456789abcdef", 0 }, { "../etc/passwd", 0 },
+	};
+	struct ps_config c;
+	char err[256], want[256];
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
+		set("PYROSHIM_HELPER", cases[i].v);
+		ck_assert_int_eq(load(&c, err, sizeof(err)), !cases[i].ok);
+		ck_assert_str_eq(c.tree_helper, cases[i].ok ? cases[i].v : "");
+		snprintf(want, sizeof(want), "pyroshim: PYROSHIM_HELPER=%s: not a helper's name; "
+			 "starting a helper of its own\n", cases[i].v);
+		ck_assert_str_eq(err, cases[i].ok ? "" : want);
+	}
+	ck_assert_int_eq(load(&c, err, sizeof(err)), 0);
+	ck_assert_str_eq(c.tree_helper, "");
 }
 END_TEST
 
@@ -398,6 +427,7 @@ main(void)
 	tcase_add_test(tc, config_reads_every_valid_value);
 	tcase_add_test(tc, config_symbol_cache_dir_follows_xdg);
 	tcase_add_test(tc, config_debuginfod_when_urls_are_set);
+	tcase_add_test(tc, config_tree_helper_only_when_it_is_a_helpers_name);
 	tcase_add_loop_test(tc, config_bad_value_prints_one_line_and_uses_default, 0,
 			    (int)(sizeof(bad) / sizeof(bad[0])));
 	tcase_add_test(tc, config_long_value_is_shortened_in_the_message);

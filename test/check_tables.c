@@ -1,6 +1,7 @@
 /* Unit tests of the lock-free tables: stacktab (distinct stacks and their
  * counters) and livetab (live sampled blocks), and the allocation weight. */
 #include <check.h>
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -224,9 +225,20 @@ START_TEST(livetab_each_reads_only_groups_that_held_an_entry)
 }
 END_TEST
 
+/* A second mapping of a ps_shmem_new mapping, from its descriptor. */
+static void *
+again(void *p, size_t len)
+{
+	void *m;
+
+	ck_assert_int_ge(ps_shmem_fd(p), 0);
+	m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, ps_shmem_fd(p), 0);
+	ck_assert_ptr_ne(m, MAP_FAILED);
+	return m;
+}
+
 /* Both tables read through a view: the same memory mapped a second time,
- * elsewhere (mremap of a shared mapping with old size 0), as the tree's
- * helper maps a program's tables.  The writer's mapping is then unmapped,
+ * elsewhere, from its memfd, as the tree's helper maps a program's tables.  The writer's mapping is then unmapped,
  * so everything read -- counters included -- comes through the view. */
 START_TEST(tables_read_through_a_view_at_another_address)
 {
@@ -241,10 +253,9 @@ START_TEST(tables_read_through_a_view_at_another_address)
 	void *m;
 
 	ck_assert_int_eq(ps_stacktab_init(&t, 256 << 10), 0);
-	m = mremap(t.c, 0, t.map_len, MREMAP_MAYMOVE);
-	ck_assert_ptr_ne(m, MAP_FAILED);
+	m = again(t.c, t.map_len);
 	ck_assert_ptr_ne(m, (void *)t.c);
-	ps_stacktab_view(&v, &t, m);
+	ck_assert_int_eq(ps_stacktab_view(&v, &t, m), 0);
 	ck_assert(ps_stacktab_empty(&v));
 	sa = ps_stacktab_add(&t, a, 3, 0, one_cpu);
 	while (ps_stacktab_add(&t, a, 1, 0, one_cpu) != PS_SLOT_FULL)
@@ -260,15 +271,49 @@ START_TEST(tables_read_through_a_view_at_another_address)
 	ck_assert_uint_eq(atomic_load(&v.c->dropped), dropped);
 
 	ck_assert_int_eq(ps_livetab_init(&l), 0);
-	m = mremap(l.c, 0, l.map_len, MREMAP_MAYMOVE);
-	ck_assert_ptr_ne(m, MAP_FAILED);
-	ps_livetab_view(&lv, &l, m);
+	m = again(l.c, l.map_len);
+	ck_assert_int_eq(ps_livetab_view(&lv, &l, m), 0);
 	ck_assert_int_eq(ps_livetab_insert(&l, &block, 8, 1, sa), 0);
 	ps_shmem_free(l.c, l.map_len);
 	ck_assert_uint_eq(atomic_load(&lv.c->live), 1);
 	ck_assert(ps_livetab_filter_hit(lv.filter, &block));
 	ps_livetab_each(&lv, count_live, &n);
 	ck_assert_int_eq(n, 1);
+}
+END_TEST
+
+/* A table described by another process is read only if it lies within
+ * its mapping. */
+START_TEST(tables_views_refuse_what_is_not_within_the_mapping)
+{
+	struct ps_stacktab t, bad, v;
+	struct ps_livetab l, lbad, lv;
+
+	ck_assert_int_eq(ps_stacktab_init(&t, 256 << 10), 0);
+	bad = t;
+	bad.nslots = 3;
+	ck_assert_int_eq(ps_stacktab_view(&v, &bad, t.c), -EINVAL);
+	bad = t;
+	bad.npool++;
+	ck_assert_int_eq(ps_stacktab_view(&v, &bad, t.c), -EINVAL);
+	bad = t;
+	bad.slots = (struct ps_stack_slot *)((char *)t.c - 64);
+	ck_assert_int_eq(ps_stacktab_view(&v, &bad, t.c), -EINVAL);
+	bad = t;
+	bad.map_len = 4096;
+	ck_assert_int_eq(ps_stacktab_view(&v, &bad, t.c), -EINVAL);
+	ck_assert_int_eq(ps_stacktab_view(&v, &t, t.c), 0);
+
+	ck_assert_int_eq(ps_livetab_init(&l), 0);
+	lbad = l;
+	lbad.map_len += 4096;
+	ck_assert_int_eq(ps_livetab_view(&lv, &lbad, l.c), -EINVAL);
+	lbad = l;
+	lbad.used++;
+	ck_assert_int_eq(ps_livetab_view(&lv, &lbad, l.c), -EINVAL);
+	ck_assert_int_eq(ps_livetab_view(&lv, &l, l.c), 0);
+	ps_shmem_free(t.c, t.map_len);
+	ps_shmem_free(l.c, l.map_len);
 }
 END_TEST
 
@@ -369,6 +414,7 @@ main(void)
 	tcase_add_test(tc, livetab_full_counts_drop);
 	tcase_add_test(tc, livetab_filter_never_clears_a_live_block_and_clears_after_removal);
 	tcase_add_test(tc, tables_read_through_a_view_at_another_address);
+	tcase_add_test(tc, tables_views_refuse_what_is_not_within_the_mapping);
 	tcase_add_test(tc, alloc_weight_unbiases_by_size);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);

@@ -16,9 +16,14 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <stddef.h>
 #include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -60,9 +65,92 @@ struct ctl {
 	char args[4096];            /* NUL-separated */
 };
 
+/* A fork child's birth notice, in its tree's bell: where its control
+ * block and tables are (their descriptors, open in the child until the
+ * helper has them, and their structs), so that the helper serves it from
+ * its first instruction, whatever way it ends.  `word` is the child's pid
+ * << 8 | BIRTH_*: a slot is claimed, published and taken by compare-and-
+ * swap on it, so no one mistakes another child's notice for its own. */
+enum { BIRTH_FREE = 0, BIRTH_WRITING = 1, BIRTH_READY = 2, BIRTH_TAKING = 3 };
+#define NBIRTHS 32
+struct birth {
+	_Atomic uint64_t word;
+	int32_t ppid;
+	int32_t fd[3];              /* ctl, stack table, live table (-1: none) */
+	uint64_t id[3][2];          /* their device and inode */
+	uint64_t start_ns;
+	struct ps_stacktab st;
+	struct ps_livetab lt;
+};
+
+/* A tree's doorbell: pages that every program of the tree maps and the
+ * tree's helper waits on.  A program rings it after posting a request in
+ * its own control block, a fork child after its birth notice. */
+struct bell {
+	sem_t wake;
+	_Atomic int helper_pid;     /* the tree's helper, once it runs */
+	struct birth births[NBIRTHS];
+};
+
+/* What a program sends to join a tree, with the descriptors of its
+ * control block, stack table and (has_lt) live table: its export state as
+ * its constructor made it.  Both ends must be the same build, which
+ * `magic` says. */
+#define REG_MAGIC "pyroshim " PS_VERSION
+struct reg {
+	char magic[32];
+	uint32_t size;                 /* sizeof(struct reg) */
+	int has_lt, has_span;
+	int on[PS_NFAMILIES];
+	uint64_t start_ns;
+	uintptr_t skip_lo, skip_hi;
+	char app[256];
+	char dir[PATH_MAX];
+	struct ps_stacktab st;         /* as the program maps them */
+	struct ps_livetab lt;
+	struct ps_span span;
+	struct ps_config cfg;
+};
+
+/* The helper's answer, with its bell's descriptor. */
+struct reg_reply {
+	char magic[32];
+	int32_t pid;
+};
+
+/* How long a program waits to join (its constructor): the helper's
+ * accepting thread answers at once unless it is stopped or starved. */
+#define JOIN_TIMEOUT_MS 1000
+#define MAX_PENDING 64
+/* How long a session outlives its image after an exec, for the new image
+ * to join (the helper ends when no session is left). */
+#define SUCCESSOR_NS (2 * JOIN_TIMEOUT_MS * 1000000ull)
+
+/* A program the loop serves.  The helper's first is the program it was
+ * forked from (or, in thread mode, its own); the tree's others joined
+ * it, and their state is their own. */
+struct session {
+	pid_t pid;
+	int pidfd;                  /* -1 in thread mode */
+	int root;                   /* the program this loop was started for */
+	struct ctl *c;
+	struct ps_export *x;
+	unsigned long ctl_inode;    /* tells when its image is gone after an exec */
+	uint64_t gone_at;           /* when it was found gone (CLOCK_MONOTONIC) */
+	const char *argv[MAX_ARGS + 1];
+	/* A joined program's (mmap'ed by the accepting thread, which does
+	 * not allocate: no malloc arena for it): */
+	struct reg r;
+	struct ps_stacktab st;      /* views of its tables */
+	struct ps_livetab lt;
+	struct ps_export own;
+	size_t len;                 /* this struct's mapping */
+};
+
 /* Written by ps_worker_start / ps_worker_child while the process has one
  * thread, read-only after. */
 static struct ctl *c;
+static sem_t *bell;                /* where requests ring: c->wake, or the tree's */
 static struct ps_export *x;
 static uint64_t interval, flush_timeout;
 static int helper;                 /* 1: the loop runs in a helper process */
@@ -76,9 +164,31 @@ static int running;                /* a worker thread exists */
  * exec (a shell's) never pays for one.  Set by ps_worker_child. */
 static _Atomic int due;
 /* 1 in the process whose constructor started the uploader, 0 in a fork
- * child: only the former serves /debug/pprof (listen.h).  Written as
- * `due`. */
+ * child: only the former serves /debug/pprof (listen.h), and leads or
+ * joins a tree.  Written as `due`. */
 static int listen_here;
+
+/* The tree (worker.h): its name, and in the program that leads it, its
+ * listening socket and bell until the helper holds them.  Written by the
+ * constructor's start(); in the helper, read-only. */
+static char tree_name[64];
+static int tree_fd = -1, tree_bell_fd = -1;
+/* The tree's bell, in every process of the tree (a fork child inherits
+ * the mapping).  Written by start() in the constructor. */
+static struct bell *tree_bell;
+/* A fork child's birth notice (NBIRTHS: none), until the helper took it
+ * or refused it.  Written by ps_worker_child, then by the child's host
+ * thread that learns the outcome (exit, exec, poke: one at a time). */
+static int birth_slot = NBIRTHS;
+
+/* The helper's sessions and the joins its accepting thread took.
+ * Protected by `lock`; the loop adds and ends sessions. */
+static struct session **ss;
+static unsigned nss, ss_cap;
+static struct session *pending[MAX_PENDING];
+static unsigned npending;
+static int closing;                /* the loop ends: no more joins */
+static struct session root_s = { .root = 1, .pidfd = -1 };
 
 PS_SIGSAFE static struct timespec
 to_ts(uint64_t ns)
@@ -107,6 +217,7 @@ ctl_new(void)
 	}
 	atomic_store(&m->host_threads, 1);
 	c = m;
+	bell = &m->wake;
 	return 0;
 }
 
@@ -116,31 +227,31 @@ ctl_new(void)
  * state.  A program killed by a signal reported none: the status is then
  * read from the zombie if it is still there, else left unknown (-1). */
 static void
-take_exit_info(int dead)
+take_exit_info(struct session *s, int dead)
 {
-	static const char *argv[MAX_ARGS + 1];
-	int argc = atomic_load_explicit(&c->argc, memory_order_acquire), i;
-	const char *p = c->args;
+	struct ctl *k = s->c;
+	int argc = atomic_load_explicit(&k->argc, memory_order_acquire), i;
+	const char *p = k->args;
 
-	for (i = 0; i < argc && i < MAX_ARGS && p < c->args + sizeof(c->args); i++) {
-		argv[i] = p;
-		p += strnlen(p, (size_t)(c->args + sizeof(c->args) - p)) + 1;
+	for (i = 0; i < argc && i < MAX_ARGS && p < k->args + sizeof(k->args); i++) {
+		s->argv[i] = p;
+		p += strnlen(p, (size_t)(k->args + sizeof(k->args) - p)) + 1;
 	}
-	argv[i] = NULL;
-	x->argc = i;
-	x->argv = i ? argv : NULL;
-	x->exit_code = atomic_load(&c->has_exit) ? atomic_load(&c->exit_code) : dead ? -1 : 0;
+	s->argv[i] = NULL;
+	s->x->argc = i;
+	s->x->argv = i ? s->argv : NULL;
+	s->x->exit_code = atomic_load(&k->has_exit) ? atomic_load(&k->exit_code) : dead ? -1 : 0;
 }
 
 static void
-last_pass(uint64_t deadline, int end, int dead)
+last_pass(struct session *s, uint64_t deadline, int end, int dead)
 {
-	(void)ps_export_run(x, 1);
+	(void)ps_export_run(s->x, 1);
 	if (end) {
-		take_exit_info(dead);
-		ps_export_end_span(x);
+		take_exit_info(s, dead);
+		ps_export_end_span(s->x);
 	}
-	ps_export_send(x, 1, deadline, &lock);
+	ps_export_send(s->x, 1, deadline, &lock);
 }
 
 /* ---- the helper's view of the program -------------------------------- */
@@ -154,12 +265,8 @@ host_gone(int pidfd)
 	return poll(&p, 1, 0) > 0;
 }
 
-/* The inode of the control block's mapping: after a successful exec the
- * program's address space no longer holds it. */
-static unsigned long ctl_inode;
-
 static unsigned long
-mapping_inode(pid_t pid, uintptr_t addr, int *found)
+mapping_inode(pid_t pid, uintptr_t addr, unsigned long want, int *found)
 {
 	char path[64], line[512];
 	unsigned long lo, hi, ino = 0;
@@ -173,7 +280,8 @@ mapping_inode(pid_t pid, uintptr_t addr, int *found)
 	while (fgets(line, sizeof(line), f)) {
 		if (sscanf(line, "%lx-%lx %*s %*s %*s %lu", &lo, &hi, &ino) != 3)
 			continue;
-		if (addr ? (lo == addr) : (ino == ctl_inode && strstr(line, "/dev/zero"))) {
+		if (addr ? (lo == addr) : (ino == want && (strstr(line, "/memfd:pyroshim") ||
+							   strstr(line, "/dev/zero")))) {
 			*found = 1;
 			break;
 		}
@@ -182,17 +290,18 @@ mapping_inode(pid_t pid, uintptr_t addr, int *found)
 	return *found ? ino : 0;
 }
 
-/* After an exec request: 1 when the image that made it is gone. */
+/* After an exec request: 1 when the image that made it is gone (its
+ * control block is no longer in its address space). */
 static int
-image_gone(void)
+image_gone(struct session *s)
 {
 	int found;
 
-	if (!ctl_inode)
-		ctl_inode = mapping_inode(getpid(), (uintptr_t)c, &found);
-	if (!ctl_inode)
+	if (!s->ctl_inode)
+		s->ctl_inode = mapping_inode(getpid(), (uintptr_t)s->c, 0, &found);
+	if (!s->ctl_inode)
 		return 1;  /* cannot tell: the pass is done, end */
-	(void)mapping_inode(host, 0, &found);
+	(void)mapping_inode(s->pid, 0, s->ctl_inode, &found);
 	return !found;
 }
 
@@ -226,61 +335,390 @@ helper_end(void)
 		;
 }
 
-/* ---- the loop -------------------------------------------------------- */
+/* ---- sessions ---------------------------------------------------------- */
+
+/* Map the first len bytes of fd -- if it is a memfd, the one a program
+ * announced (id: its device and inode; NULL for a descriptor the program
+ * handed over itself), and that long (a shorter file would fault on
+ * access).  The helper writes to what it maps: a descriptor number read
+ * from /proc may have been reused for any file by then (after an exec:
+ * the loader's libraries), which must never be mapped. */
+static void *
+map_fd(int fd, size_t len, const uint64_t *id, unsigned long *ino)
+{
+	struct stat sb;
+	void *p;
+
+	if (fd < 0 || !len || fcntl(fd, F_GET_SEALS) < 0 || fstat(fd, &sb) ||
+	    !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size < len ||
+	    (id && (id[0] != (uint64_t)sb.st_dev || id[1] != (uint64_t)sb.st_ino)))
+		return NULL;
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (ino)
+		*ino = (unsigned long)sb.st_ino;
+	return p == MAP_FAILED ? NULL : p;
+}
+
+/* A joined program's export state, from what it sent: as its own
+ * constructor made it, with its tables read through views. */
+static void
+session_export(struct session *s)
+{
+	struct ps_export *e = &s->own;
+
+	memset(e, 0, sizeof(*e));
+	e->cfg = &s->r.cfg;
+	e->st = &s->st;
+	e->lt = s->r.has_lt ? &s->lt : NULL;
+	memcpy(e->on, s->r.on, sizeof(e->on));
+	e->pid = s->pid;
+	e->watch = s->pid;
+	e->watch_only = 1;
+	e->skip_lo = s->r.skip_lo;
+	e->skip_hi = s->r.skip_hi;
+	snprintf(e->app, sizeof(e->app), "%s", s->r.app);
+	snprintf(e->dir, sizeof(e->dir), "%s", s->r.dir);
+	ps_export_setup(e);
+	e->start_ns = s->r.start_ns;
+	ps_export_set_span(e, s->r.has_span ? &s->r.span : NULL);
+	/* The program printed its settings' mistakes already. */
+	ps_log_config_quiet(1);
+	(void)ps_remote_setup(&e->remote, e->cfg, e->span, e->start_ns);
+	ps_log_config_quiet(0);
+	s->x = e;
+}
 
 static void
-loop(int pidfd)
+session_unmap(struct session *s)
+{
+	if (s->c)
+		(void)munmap(s->c, sizeof(*s->c));
+	if (s->st.c)
+		(void)munmap(s->st.c, s->st.map_len);
+	if (s->lt.c)
+		(void)munmap(s->lt.c, s->lt.map_len);
+	if (s->pidfd >= 0)
+		close(s->pidfd);
+	(void)munmap(s, s->len);
+}
+
+static int add_session(struct session *s);
+static void *sender_main(void *arg);
+
+/* 1 once the helper's sending thread runs: started for the first session
+ * that has a server.  Written by the helper's loop (and helper_main). */
+static int sending;
+
+static void
+need_sender(const struct ps_export *e)
+{
+	pthread_t t;
+
+	if (sending || !e->remote.on)
+		return;
+	sending = 1;
+	if (pthread_create(&t, NULL, sender_main, NULL))
+		ps_warn("uploader: no sending thread; uploads go out at exit");
+}
+
+/* The joins the accepting thread took become sessions.  Holding `lock`. */
+static void
+take_pending(void)
+{
+	struct session *s;
+
+	while (npending) {
+		s = pending[--npending];
+		if (add_session(s)) {
+			ps_warn("uploader: out of memory: a joined program (pid %d) is not profiled",
+				(int)s->pid);
+			session_unmap(s);
+			continue;
+		}
+		ps_debug("uploader: pid %d (%s) joined the tree", (int)s->pid, s->x->app);
+	}
+}
+
+/* Open descriptor n of process pid if it is still the memfd `id` (device
+ * and inode) the process announced.  Looked at through an O_PATH
+ * descriptor first: opening whatever the number names by now (a device,
+ * after an exec) could have effects of its own. */
+static int
+their_fd(pid_t pid, int n, const uint64_t *id)
+{
+	char path[64];
+	struct stat sb;
+	int p, fd = -1;
+
+	if (n < 0)
+		return -1;
+	snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)pid, n);
+	p = open(path, O_PATH | O_CLOEXEC);
+	if (p < 0)
+		return -1;
+	if (fstat(p, &sb) == 0 && S_ISREG(sb.st_mode) && id[0] == (uint64_t)sb.st_dev &&
+	    id[1] == (uint64_t)sb.st_ino) {
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", p);
+		fd = open(path, O_RDWR | O_CLOEXEC | O_NOCTTY);
+	}
+	close(p);
+	return fd;
+}
+
+/* Add session s.  Holding `lock`.  Returns 0 or -ENOMEM. */
+static int
+add_session(struct session *s)
+{
+	struct session **v;
+	unsigned cap;
+
+	if (nss == ss_cap) {
+		cap = ss_cap ? 2 * ss_cap : 16;
+		v = realloc(ss, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		ss = v;
+		ss_cap = cap;
+	}
+	session_export(s);
+	ss[nss++] = s;
+	need_sender(s->x);
+	return 0;
+}
+
+/* One fork child's birth notice, taken: a session like its parent's, with
+ * its own tables.  The child learns it was taken from its control block
+ * (helper_pid), set before the slot is freed; a refused child finds its
+ * slot freed with helper_pid still 0, and makes a helper of its own.
+ * Holding `lock`. */
+static void
+take_birth(struct birth *b, int orphans)
+{
+	const struct ps_export *px = NULL;
+	struct session *s;
+	size_t len = (sizeof(*s) + 4095) & ~(size_t)4095;
+	int fd[3] = { -1, -1, -1 }, i, ok = 0;
+	uint64_t w = atomic_load_explicit(&b->word, memory_order_acquire);
+	pid_t pid = (pid_t)(w >> 8);
+	unsigned k;
+
+	for (k = 0; k < nss && !px; k++)
+		if (ss[k]->pid == b->ppid && !ss[k]->gone_at)
+			px = ss[k]->x;
+	if ((w & 0xff) != BIRTH_READY || (!px && !orphans) ||
+	    !atomic_compare_exchange_strong(&b->word, &w, (w & ~(uint64_t)0xff) | BIRTH_TAKING))
+		return;
+	s = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (s == MAP_FAILED) {
+		s = NULL;
+		goto out;
+	}
+	s->len = len;
+	s->pidfd = -1;
+	if (!px)
+		goto out;   /* its parent is gone: nothing to copy the settings from */
+	s->pid = pid;
+	s->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	for (i = 0; i < 3; i++)
+		fd[i] = their_fd(pid, b->fd[i], b->id[i]);
+	s->c = map_fd(fd[0], sizeof(*s->c), b->id[0], &s->ctl_inode);
+	s->st.c = map_fd(fd[1], b->st.map_len, b->id[1], NULL);
+	s->st.map_len = b->st.map_len;
+	if (px->lt) {
+		s->lt.c = map_fd(fd[2], b->lt.map_len, b->id[2], NULL);
+		s->lt.map_len = b->lt.map_len;
+	}
+	if (s->pidfd < 0 || !s->c || !s->st.c || (px->lt && !s->lt.c) ||
+	    ps_stacktab_view(&s->st, &b->st, s->st.c) ||
+	    (px->lt && ps_livetab_view(&s->lt, &b->lt, s->lt.c)))
+		goto out;
+	/* What the parent's constructor made, as a join would send it. */
+	s->r.has_lt = px->lt != NULL;
+	s->r.has_span = px->span != NULL;
+	memcpy(s->r.on, px->on, sizeof(s->r.on));
+	s->r.start_ns = b->start_ns;
+	s->r.skip_lo = px->skip_lo;
+	s->r.skip_hi = px->skip_hi;
+	memcpy(s->r.app, px->app, sizeof(s->r.app));
+	memcpy(s->r.dir, px->dir, sizeof(s->r.dir));
+	if (px->span)
+		s->r.span = *px->span;
+	s->r.cfg = *px->cfg;
+	if (add_session(s) == 0) {
+		ok = 1;
+		atomic_store(&s->c->helper_pid, getpid());
+		ps_debug("uploader: fork child %d of %d joined the tree", (int)pid, (int)b->ppid);
+	}
+out:
+	for (i = 0; i < 3; i++)
+		if (fd[i] >= 0)
+			close(fd[i]);
+	if (!ok && s)
+		session_unmap(s);
+	atomic_store_explicit(&b->word, BIRTH_FREE, memory_order_release);
+}
+
+/* The birth notices in the tree's bell.  Holding `lock`. */
+static void
+take_births(void)
+{
+	unsigned before;
+	int i, last = 0;
+
+	if (!tree_bell)
+		return;
+	/* Again while a pass adds sessions: a child announced before its
+	 * parent (itself a fork child) became one has its parent now.  Then
+	 * the rest, which are refused. */
+	do {
+		before = nss;
+		for (i = 0; i < NBIRTHS; i++)
+			take_birth(&tree_bell->births[i], last);
+		if (nss == before)
+			last++;
+	} while (last < 2);
+}
+
+/* This process's resident memory now (statm), or -1. */
+static long
+rss_kib(void)
+{
+	long size, rss = -1;
+	FILE *f = fopen("/proc/self/statm", "re");
+
+	if (!f)
+		return -1;
+	if (fscanf(f, "%ld %ld", &size, &rss) != 2)
+		rss = -1;
+	fclose(f);
+	return rss < 0 ? -1 : rss * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+/* Session i is over.  Holding `lock`. */
+static void
+end_session(unsigned i)
+{
+	struct session *s = ss[i];
+
+	ss[i] = ss[--nss];
+	if (s->root) {
+		/* The program this helper is a copy of is done: the watchdog
+		 * (for a lock it held when copied) no longer applies. */
+		if (nss)
+			(void)alarm(0);
+		return;
+	}
+	ps_export_free(s->x);
+	if (ps_log_level() >= PS_LOG_DEBUG)
+		ps_debug("uploader: pid %d's session ended, %u left; helper RSS %ld KiB",
+			 (int)s->pid, nss, rss_kib());
+	session_unmap(s);
+}
+
+/* 1 if the process of session s (whose image is gone) joined again with
+ * its new image.  Holding `lock`. */
+static int
+successor(const struct session *s)
+{
+	unsigned i;
+
+	for (i = 0; i < nss; i++)
+		if (ss[i] != s && ss[i]->pid == s->pid)
+			return 1;
+	return 0;
+}
+
+/* What session s asked for, or its program's end: 1 once it is over. */
+static int
+serve(struct session *s, uint64_t now)
+{
+	struct ctl *k = s->c;
+	int req = atomic_exchange(&k->req, REQ_NONE);
+
+	if (req == REQ_FINAL && s->root && s->pidfd >= 0)
+		watchdog();
+	if (req != REQ_NONE) {
+		last_pass(s, atomic_load(&k->deadline), req == REQ_FINAL, 0);
+		sem_post(&k->done);
+		/* The program no longer waits: now the cache. */
+		ps_export_save_symbols(s->x, req == REQ_FINAL, CACHE_FILL_NS);
+		if (req == REQ_FINAL)
+			return 1;
+	}
+	if (s->pidfd >= 0 && host_gone(s->pidfd)) {
+		/* Killed, or ended without a word (a raw exit_group,
+		 * as Go programs end): everything sampled is here. */
+		if (s->root)
+			watchdog();
+		if (!atomic_load(&k->exec_pending)) {
+			last_pass(s, now + flush_timeout, 1, 1);
+			ps_export_save_symbols(s->x, 1, CACHE_FILL_NS);
+			/* The bench build's handler timings, which the
+			 * program's destructor did not write. */
+			if (s->root)
+				ps_bench_write(s->x->dir, s->x->app, (int)s->pid);
+		}
+		return 1;
+	}
+	if (s->pidfd >= 0 && atomic_load(&k->exec_pending) && image_gone(s)) {
+		/* Its new image joins at once if it is preloaded: the session
+		 * (and so the helper) lasts until it did, or a while. */
+		if (!s->gone_at)
+			s->gone_at = now;
+		return successor(s) || now - s->gone_at > SUCCESSOR_NS || tree_fd < 0;
+	}
+	return atomic_load(&k->quit);
+}
+
+/* ---- the loop -------------------------------------------------------- */
+
+/* Serve every session until none is left.  `helper_side`: in the helper
+ * process (0: a thread of the program, which has its one session). */
+static void
+loop(int helper_side)
 {
 	uint64_t next = ps_clock_ns(CLOCK_MONOTONIC) + interval, wake_at, now;
 	struct timespec ts;
-	int req;
+	unsigned i;
 
 	for (;;) {
-		wake_at = min_u64(next, ps_export_next_due(x));
-		if (pidfd >= 0)
+		pthread_mutex_lock(&lock);
+		wake_at = next;
+		for (i = 0; i < nss; i++)
+			wake_at = min_u64(wake_at, ps_export_next_due(ss[i]->x));
+		pthread_mutex_unlock(&lock);
+		if (helper_side)
 			wake_at = min_u64(wake_at, ps_clock_ns(CLOCK_MONOTONIC) + PS_WORKER_POLL_MS * 1000000ull);
 		ts = to_ts(wake_at);
-		(void)sem_clockwait(&c->wake, CLOCK_MONOTONIC, &ts);
+		(void)sem_clockwait(bell, CLOCK_MONOTONIC, &ts);
 		pthread_mutex_lock(&lock);
-		req = atomic_exchange(&c->req, REQ_NONE);
-		if (req == REQ_FINAL && pidfd >= 0)
-			watchdog();
-		if (req != REQ_NONE) {
-			last_pass(atomic_load(&c->deadline), req == REQ_FINAL, 0);
-			sem_post(&c->done);
-			/* The program no longer waits: now the cache. */
-			ps_export_save_symbols(x, req == REQ_FINAL, CACHE_FILL_NS);
-			if (req == REQ_FINAL) {
-				pthread_mutex_unlock(&lock);
-				return;
-			}
-		}
-		if (pidfd >= 0 && host_gone(pidfd)) {
-			/* Killed, or ended without a word (a raw exit_group,
-			 * as Go programs end): everything sampled is here. */
-			watchdog();
-			if (!atomic_load(&c->exec_pending)) {
-				last_pass(ps_clock_ns(CLOCK_MONOTONIC) + flush_timeout, 1, 1);
-				ps_export_save_symbols(x, 1, CACHE_FILL_NS);
-				/* The bench build's handler timings, which the
-				 * program's destructor did not write. */
-				ps_bench_write(x->dir, x->app, (int)host);
-			}
-			pthread_mutex_unlock(&lock);
-			return;
-		}
-		if (pidfd >= 0 && atomic_load(&c->exec_pending) && image_gone()) {
-			pthread_mutex_unlock(&lock);
-			return;
-		}
-		if (atomic_load(&c->quit)) {
+		take_pending();
+		take_births();
+		now = ps_clock_ns(CLOCK_MONOTONIC);
+		/* The dead first: a program that waited for its children (a
+		 * pool that killed its workers) then finds their profiles
+		 * written when its own last pass answers. */
+		for (i = 0; i < nss;)
+			if (ss[i]->pidfd >= 0 && host_gone(ss[i]->pidfd) && serve(ss[i], now))
+				end_session(i);
+			else
+				i++;
+		for (i = 0; i < nss;)
+			if (serve(ss[i], now))
+				end_session(i);
+			else
+				i++;
+		if (!nss) {
+			closing = 1;    /* the accepting thread answers no one now */
 			pthread_mutex_unlock(&lock);
 			return;
 		}
 		now = ps_clock_ns(CLOCK_MONOTONIC);
 		if (now >= next) {
-			(void)ps_export_run(x, 0);
-			ps_export_save_symbols(x, 0, CACHE_FILL_NS);
+			for (i = 0; i < nss; i++) {
+				(void)ps_export_run(ss[i]->x, 0);
+				ps_export_save_symbols(ss[i]->x, 0, CACHE_FILL_NS);
+			}
 			next += interval;
 			if (next < now)
 				next = now + interval;  /* a slow pass: skip, don't burst */
@@ -289,27 +727,37 @@ loop(int pidfd)
 		 * answer must not keep the last pass waiting.  (In the helper
 		 * they go out from a thread of their own, so that the passes
 		 * are never late either.) */
-		if (pidfd < 0)
+		if (!helper_side)
 			ps_export_send(x, 0, 0, &lock);
 		pthread_mutex_unlock(&lock);
 	}
 }
 
-/* The helper's sending thread: queued uploads, as they fall due. */
+/* The helper's sending thread: queued uploads, as they fall due.  A send
+ * releases the lock while it waits for the server, so the sessions may
+ * change meanwhile: the scan starts again after each. */
 static void *
 sender_main(void *arg)
 {
 	struct timespec ts;
-	uint64_t due;
+	uint64_t due, now;
+	unsigned i;
 
 	(void)arg;
 	for (;;) {
 		pthread_mutex_lock(&lock);
+again:
 		/* Only when something is due: a program with nothing to send
 		 * never loads libcurl, and never delays its own last pass. */
-		if (ps_export_next_due(x) <= ps_clock_ns(CLOCK_MONOTONIC))
-			ps_export_send(x, 0, 0, &lock);
-		due = ps_export_next_due(x);
+		now = ps_clock_ns(CLOCK_MONOTONIC);
+		due = UINT64_MAX;
+		for (i = 0; i < nss; i++) {
+			if (ps_export_next_due(ss[i]->x) <= now) {
+				ps_export_send(ss[i]->x, 0, 0, &lock);
+				goto again;
+			}
+			due = min_u64(due, ps_export_next_due(ss[i]->x));
+		}
 		pthread_mutex_unlock(&lock);
 		ts = to_ts(min_u64(due, ps_clock_ns(CLOCK_MONOTONIC) + PS_WORKER_POLL_MS * 1000000ull));
 		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
@@ -318,20 +766,141 @@ sender_main(void *arg)
 	return NULL;
 }
 
+/* ---- joining a tree: the helper's side --------------------------------- */
+
+/* One program's join on connection fd: its message, its mappings, its
+ * pidfd; answered with this helper's pid and bell once queued.  A join
+ * that fails gets no answer, so the program makes a helper of its own. */
+static void
+admit(int fd)
+{
+	union {
+		char buf[CMSG_SPACE(3 * sizeof(int))];
+		struct cmsghdr align;
+	} cm;
+	struct reg_reply rep = { REG_MAGIC, 0 };
+	struct timeval tv = { 1, 0 };
+	struct ucred cr;
+	socklen_t crl = sizeof(cr);
+	struct session *s;
+	struct cmsghdr *h;
+	struct iovec io;
+	struct msghdr m = { 0 };
+	int fds[3] = { -1, -1, -1 }, nfd = 0, i, queued = 0;
+	size_t len = (sizeof(*s) + 4095) & ~(size_t)4095;
+	ssize_t n;
+
+	s = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (s == MAP_FAILED)
+		return;
+	s->len = len;
+	s->pidfd = -1;
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) || cr.uid != getuid() ||
+	    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)))
+		goto out;
+	io.iov_base = &s->r;
+	io.iov_len = sizeof(s->r);
+	m.msg_iov = &io;
+	m.msg_iovlen = 1;
+	m.msg_control = cm.buf;
+	m.msg_controllen = sizeof(cm.buf);
+	n = recvmsg(fd, &m, MSG_CMSG_CLOEXEC);
+	for (h = CMSG_FIRSTHDR(&m); h; h = CMSG_NXTHDR(&m, h))
+		if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS) {
+			nfd = (int)((h->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+			nfd = nfd > 3 ? 3 : nfd;
+			memcpy(fds, CMSG_DATA(h), (size_t)nfd * sizeof(int));
+		}
+	if (n != (ssize_t)sizeof(s->r) || (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ||
+	    memcmp(s->r.magic, REG_MAGIC, sizeof(REG_MAGIC)) || s->r.size != sizeof(s->r) ||
+	    nfd != 2 + (s->r.has_lt != 0))
+		goto out;
+	s->r.cfg.app_name[sizeof(s->r.cfg.app_name) - 1] = '\0';
+	s->r.app[sizeof(s->r.app) - 1] = s->r.dir[sizeof(s->r.dir) - 1] = '\0';
+	s->c = map_fd(fds[0], sizeof(*s->c), NULL, &s->ctl_inode);
+	if (!s->c || !(s->st.c = map_fd(fds[1], s->r.st.map_len, NULL, NULL)))
+		goto out;
+	s->st.map_len = s->r.st.map_len;
+	if (ps_stacktab_view(&s->st, &s->r.st, s->st.c))
+		goto out;
+	if (s->r.has_lt) {
+		s->lt.map_len = s->r.lt.map_len;
+		if (!(s->lt.c = map_fd(fds[2], s->r.lt.map_len, NULL, NULL)) ||
+		    ps_livetab_view(&s->lt, &s->r.lt, s->lt.c))
+			goto out;
+	}
+	s->pid = cr.pid;
+	s->pidfd = (int)syscall(SYS_pidfd_open, cr.pid, 0);
+	if (s->pidfd < 0)
+		goto out;
+	pthread_mutex_lock(&lock);
+	if (!closing && npending < MAX_PENDING) {
+		pending[npending++] = s;
+		queued = 1;
+	}
+	pthread_mutex_unlock(&lock);
+	if (queued) {
+		rep.pid = (int32_t)getpid();
+		io.iov_base = &rep;
+		io.iov_len = sizeof(rep);
+		memset(&m, 0, sizeof(m));
+		m.msg_iov = &io;
+		m.msg_iovlen = 1;
+		m.msg_control = cm.buf;
+		m.msg_controllen = CMSG_SPACE(sizeof(int));
+		h = CMSG_FIRSTHDR(&m);
+		h->cmsg_level = SOL_SOCKET;
+		h->cmsg_type = SCM_RIGHTS;
+		h->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(h), &tree_bell_fd, sizeof(int));
+		/* Unanswered, the program gives up and makes its own
+		 * helper: the session then ends with the program. */
+		(void)sendmsg(fd, &m, MSG_NOSIGNAL);
+		sem_post(bell);
+	}
+out:
+	for (i = 0; i < nfd; i++)
+		close(fds[i]);
+	if (!queued)
+		session_unmap(s);
+}
+
+/* The helper's accepting thread: joins, one at a time. */
+static void *
+accept_main(void *arg)
+{
+	struct timespec pause = { 0, 10 * 1000000 };
+	int fd;
+
+	(void)arg;
+	for (;;) {
+		fd = accept4(tree_fd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd >= 0) {
+			admit(fd);
+			close(fd);
+		} else if (errno == EBADF || errno == EINVAL || errno == ENOTSOCK) {
+			return NULL;
+		} else if (errno != EINTR && errno != ECONNABORTED) {
+			(void)nanosleep(&pause, NULL);   /* out of descriptors or memory */
+		}
+	}
+	return NULL;
+}
+
 /* ---- the helper process ---------------------------------------------- */
 
 /* Everything the program opened is closed, but the log file, `keep`
- * (the helper's pidfd) and the listener's socket; the standard streams
- * are /dev/null, or the program's stderr when the log level asks for more
- * than errors and lines go there. */
+ * (the helper's pidfd), the listener's socket and the tree's socket and
+ * bell; the standard streams are /dev/null, or the program's stderr when
+ * the log level asks for more than errors and lines go there. */
 static void
 detach_fds(int keep)
 {
 	int logfd = ps_log_fd(), keep_err = logfd < 0 && ps_log_level() > PS_LOG_ERROR;
 	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-	int k[3] = { logfd, keep, listen_here ? ps_listen_fd() : -1 }, t;
+	int k[] = { logfd, keep, listen_here ? ps_listen_fd() : -1, tree_fd, tree_bell_fd }, t;
+	int nk = (int)(sizeof(k) / sizeof(k[0])), i, j;
 	unsigned from = 3;
-	int i, j;
 
 	if (null >= 0) {
 		(void)dup2(null, 0);
@@ -339,14 +908,14 @@ detach_fds(int keep)
 		if (!keep_err)
 			(void)dup2(null, 2);
 	}
-	for (i = 0; i < 3; i++)         /* sorted, so the gaps close in order */
-		for (j = i + 1; j < 3; j++)
+	for (i = 0; i < nk; i++)        /* sorted, so the gaps close in order */
+		for (j = i + 1; j < nk; j++)
 			if (k[j] < k[i]) {
 				t = k[i];
 				k[i] = k[j];
 				k[j] = t;
 			}
-	for (i = 0; i < 3; i++) {
+	for (i = 0; i < nk; i++) {
 		if (k[i] < (int)from)
 			continue;
 		if ((unsigned)k[i] > from)
@@ -361,10 +930,6 @@ detach_fds(int keep)
  * closed in the program.  Written by spawn_helper only. */
 static int host_pidfd = -1;
 
-/* The helper's pidfd of the program, for helper_loop.  Written by
- * helper_main before the switch. */
-static int helper_pidfd = -1;
-
 /* The helper's loop, on a stack of its own: the process starts on the
  * 32 KiB clone stack of spawn_helper(), too small for libdw's recursive
  * walk of DWARF scopes.  The same thread switches to it (makecontext), so
@@ -373,7 +938,7 @@ static int helper_pidfd = -1;
 static void
 helper_loop(void)
 {
-	loop(helper_pidfd);
+	loop(1);
 	helper_end();
 }
 
@@ -381,7 +946,8 @@ static void
 helper_main(void)
 {
 	static ucontext_t here, there;
-	pthread_t sender;
+	pthread_attr_t attr;
+	pthread_t acceptor;
 	sigset_t all;
 	void *stk;
 
@@ -393,12 +959,31 @@ helper_main(void)
 	x->watch = host;
 	(void)setsid();  /* the terminal's signals are for the program */
 	(void)prctl(PR_SET_NAME, "pyroshim", 0, 0, 0);
-	helper_pidfd = host_pidfd;
-	detach_fds(helper_pidfd);
+	root_s.pid = host;
+	root_s.pidfd = host_pidfd;
+	root_s.c = c;
+	root_s.x = x;
+	detach_fds(host_pidfd);
+	ss = malloc(16 * sizeof(*ss));
+	if (!ss)
+		helper_end();
+	ss[nss++] = &root_s;
+	ss_cap = 16;
+	/* Births are for the helper of the tree, not for a fork child's own
+	 * (which inherited the tree's bell). */
+	if (tree_fd < 0)
+		tree_bell = NULL;
+	else
+		atomic_store(&tree_bell->helper_pid, getpid());
+	/* The tree's joins: a thread that only waits and maps (it never
+	 * allocates, so it gets no malloc arena), with a small stack. */
+	if (tree_fd >= 0 && (pthread_attr_init(&attr) ||
+			     pthread_attr_setstacksize(&attr, 64u << 10) ||
+			     pthread_create(&acceptor, &attr, accept_main, NULL)))
+		ps_warn("uploader: no thread to accept the tree's programs; each makes a helper");
 	if (listen_here && ps_listen_start(x, &lock, host))
 		ps_debug("uploader: no listener thread");
-	if (x->remote.on && pthread_create(&sender, NULL, sender_main, NULL))
-		ps_warn("uploader: no sending thread; uploads go out at exit");
+	need_sender(x);
 	/* Reserved, not touched: only what is used becomes resident.  The
 	 * lowest page is the guard. */
 	stk = mmap(NULL, HELPER_STACK, PROT_READ | PROT_WRITE,
@@ -411,7 +996,7 @@ helper_main(void)
 		(void)swapcontext(&here, &there);   /* helper_end() exits first */
 	}
 	ps_warn("uploader: no stack for the helper's loop; running on the small one");
-	loop(helper_pidfd);
+	loop(1);
 	helper_end();
 }
 
@@ -476,7 +1061,7 @@ thread_main(void *arg)
 	(void)prctl(PR_SET_NAME, "pyroshim", 0, 0, 0);
 	if (listen_here && ps_listen_start(x, &lock, host))
 		ps_debug("uploader: no listener thread");
-	loop(-1);
+	loop(0);
 	return NULL;
 }
 
@@ -504,6 +1089,21 @@ spawn_thread(void)
 	return 0;
 }
 
+/* Thread mode's one session, before the thread starts. */
+static int
+thread_session(void)
+{
+	root_s.pid = host;
+	root_s.c = c;
+	root_s.x = x;
+	ss = ss ? ss : malloc(sizeof(*ss));
+	if (!ss)
+		return -ENOMEM;
+	ss[0] = &root_s;
+	nss = ss_cap = 1;
+	return 0;
+}
+
 /* The helper process alone: what _exit may do, perhaps in a signal
  * handler (no log line, no thread: neither is async-signal-safe). */
 PS_SIGSAFE static int
@@ -515,15 +1115,235 @@ start_helper(void)
 	rc = spawn_helper();
 	if (rc == 0)
 		helper = 1;
+	ps_shmem_close_fds();   /* the helper has the mappings */
 	return rc;
 }
 
-/* The helper, or a thread where none can be made. */
+/* ---- joining a tree: the program's side -------------------------------- */
+
+static socklen_t
+tree_addr(struct sockaddr_un *a, const char *name)
+{
+	size_t n = strlen(name);
+
+	memset(a, 0, sizeof(*a));
+	a->sun_family = AF_UNIX;
+	memcpy(a->sun_path + 1, name, n);   /* abstract: no file to leave behind */
+	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
+}
+
+/* Lead a tree: a socket for its programs to join, named in tree_name, and
+ * its bell, both handed to the helper about to be made.  Without them the
+ * helper serves this program alone. */
+static void
+tree_open(void)
+{
+	struct sockaddr_un a;
+	struct bell *b;
+	uint64_t r;
+	socklen_t n;
+	int fd;
+
+	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r))
+		return;
+	snprintf(tree_name, sizeof(tree_name), "pyroshim-%d-%016llx", (int)getpid(),
+		 (unsigned long long)r);
+	n = tree_addr(&a, tree_name);
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	b = ps_shmem_new(sizeof(*b));
+	if (fd < 0 || !b || ps_shmem_fd(b) < 0 || bind(fd, (struct sockaddr *)&a, n) ||
+	    listen(fd, MAX_PENDING) || sem_init(&b->wake, 1, 0)) {
+		ps_info("uploader: this program's children each make a helper: no socket for "
+			"them to join (%s)", strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		if (b)
+			ps_shmem_free(b, sizeof(*b));
+		tree_name[0] = '\0';
+		return;
+	}
+	tree_fd = fd;
+	tree_bell_fd = ps_shmem_fd(b);
+	tree_bell = b;
+	bell = &b->wake;
+}
+
+/* The program no longer holds the tree's socket: the helper does, or
+ * there is none. */
+static void
+tree_handed_over(int ok)
+{
+	if (tree_fd >= 0)
+		close(tree_fd);
+	tree_fd = tree_bell_fd = -1;   /* the bell's closes with the others */
+	if (!ok) {
+		tree_name[0] = '\0';
+		if (tree_bell)
+			ps_shmem_free(tree_bell, sizeof(*tree_bell));
+		tree_bell = NULL;
+		bell = c ? &c->wake : NULL;
+	}
+}
+
+/* Join the tree whose helper listens at `name`: hand it this program's
+ * control block and tables.  Returns 0, or -1 with *why set. */
+static int
+join(const char *name, const char **why)
+{
+	static struct reg r;   /* 40 KiB: not on a constructor's stack */
+	union {
+		char buf[CMSG_SPACE(3 * sizeof(int))];
+		struct cmsghdr align;
+	} cm;
+	struct timeval tv = { JOIN_TIMEOUT_MS / 1000, JOIN_TIMEOUT_MS % 1000 * 1000 };
+	struct reg_reply rep;
+	struct sockaddr_un a;
+	struct ucred cr;
+	socklen_t crl = sizeof(cr), n = tree_addr(&a, name);
+	struct pollfd p;
+	struct cmsghdr *h;
+	struct iovec io = { &r, sizeof(r) };
+	struct msghdr m = { 0 };
+	int fds[3], nfd = 2, fd, bfd = -1;
+	struct bell *b;
+	ssize_t got;
+
+	fds[0] = ps_shmem_fd(c);
+	fds[1] = ps_shmem_fd(x->st->c);
+	fds[2] = x->lt ? ps_shmem_fd(x->lt->c) : -1;
+	nfd += x->lt != NULL;
+	if (fds[0] < 0 || fds[1] < 0 || (x->lt && fds[2] < 0)) {
+		*why = "its tables have no descriptor to hand over (memfd_create refused)";
+		return -1;
+	}
+	/* Blocking, each step at most JOIN_TIMEOUT_MS: a connect waits while
+	 * the helper's backlog is full, a send while the message cannot be
+	 * queued yet. */
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv))) {
+		*why = "no socket";
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	if (connect(fd, (struct sockaddr *)&a, n)) {
+		*why = errno == EAGAIN || errno == EINPROGRESS ? "it is too busy to accept" :
+		       "it is gone, or in another network namespace";
+		goto fail;
+	}
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) || cr.uid != geteuid()) {
+		*why = "it belongs to another user";
+		goto fail;
+	}
+	memset(&r, 0, sizeof(r));
+	memcpy(r.magic, REG_MAGIC, sizeof(REG_MAGIC));
+	r.size = sizeof(r);
+	r.has_lt = x->lt != NULL;
+	r.has_span = x->span != NULL;
+	memcpy(r.on, x->on, sizeof(r.on));
+	r.start_ns = x->start_ns;
+	r.skip_lo = x->skip_lo;
+	r.skip_hi = x->skip_hi;
+	memcpy(r.app, x->app, sizeof(r.app));
+	memcpy(r.dir, x->dir, sizeof(r.dir));
+	r.st = *x->st;
+	if (x->lt)
+		r.lt = *x->lt;
+	if (x->span)
+		r.span = *x->span;
+	r.cfg = *x->cfg;
+	m.msg_iov = &io;
+	m.msg_iovlen = 1;
+	m.msg_control = cm.buf;
+	m.msg_controllen = CMSG_SPACE((size_t)nfd * sizeof(int));
+	h = CMSG_FIRSTHDR(&m);
+	h->cmsg_level = SOL_SOCKET;
+	h->cmsg_type = SCM_RIGHTS;
+	h->cmsg_len = CMSG_LEN((size_t)nfd * sizeof(int));
+	memcpy(CMSG_DATA(h), fds, (size_t)nfd * sizeof(int));
+	while ((got = sendmsg(fd, &m, MSG_NOSIGNAL)) < 0 && errno == EINTR)
+		;
+	if (got != (ssize_t)sizeof(r)) {
+		*why = "it did not take this program's tables";
+		goto fail;
+	}
+	p.fd = fd;
+	p.events = POLLIN;
+	while ((got = poll(&p, 1, JOIN_TIMEOUT_MS)) < 0 && errno == EINTR)
+		;
+	if (got <= 0) {
+		*why = "it did not answer within a second";
+		goto fail;
+	}
+	io.iov_base = &rep;
+	io.iov_len = sizeof(rep);
+	memset(&m, 0, sizeof(m));
+	m.msg_iov = &io;
+	m.msg_iovlen = 1;
+	m.msg_control = cm.buf;
+	m.msg_controllen = sizeof(cm.buf);
+	got = recvmsg(fd, &m, MSG_CMSG_CLOEXEC);
+	h = CMSG_FIRSTHDR(&m);
+	if (h && h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS &&
+	    h->cmsg_len == CMSG_LEN(sizeof(int)))
+		memcpy(&bfd, CMSG_DATA(h), sizeof(int));
+	if (got != (ssize_t)sizeof(rep) || memcmp(rep.magic, REG_MAGIC, sizeof(REG_MAGIC)) ||
+	    rep.pid <= 0 || bfd < 0) {
+		*why = "it refused this program (another build of pyroshim, or it is ending)";
+		goto fail;
+	}
+	b = mmap(NULL, sizeof(*b), PROT_READ | PROT_WRITE, MAP_SHARED, bfd, 0);
+	if (b == MAP_FAILED) {
+		*why = "its bell could not be mapped";
+		goto fail;
+	}
+	close(bfd);
+	close(fd);
+	tree_bell = b;
+	bell = &b->wake;
+	host = getpid();
+	atomic_store(&c->helper_pid, rep.pid);
+	return 0;
+fail:
+	if (bfd >= 0)
+		close(bfd);
+	close(fd);
+	return -1;
+}
+
+const char *
+ps_worker_tree(void)
+{
+	return tree_name;
+}
+
+/* The helper, or a thread where none can be made.  The process whose
+ * constructor starts it joins the tree it was started in, if any, else
+ * leads a tree of its own. */
 static int
 start(void)
 {
-	int rc = start_helper();
+	const char *why = NULL;
+	int rc;
 
+	if (listen_here && x->cfg->tree_helper[0]) {
+		if (x->cfg->pprof_address[0])
+			why = "this program serves /debug/pprof itself";
+		else if (join(x->cfg->tree_helper, &why) == 0) {
+			helper = 1;
+			ps_shmem_close_fds();   /* the helper has the mappings */
+			snprintf(tree_name, sizeof(tree_name), "%s", x->cfg->tree_helper);
+			ps_info("uploader: joined the tree's helper (pid %d)",
+				(int)atomic_load(&c->helper_pid));
+			return 0;
+		}
+		ps_info("uploader: the tree's helper %s cannot be used (%s); this program makes "
+			"a helper of its own, which its children join", x->cfg->tree_helper, why);
+	}
+	if (listen_here)
+		tree_open();
+	rc = start_helper();
+	tree_handed_over(rc == 0);
 	if (rc == 0) {
 		ps_listen_drop();  /* the helper holds it now */
 		ps_info("uploader: helper process started");
@@ -533,7 +1353,8 @@ start(void)
 		"loses the last interval", rc == -EPERM ? "the program is a child subreaper or pid 1" :
 		strerror(-rc));
 	helper = 0;
-	return spawn_thread();
+	rc = thread_session();
+	return rc ? rc : spawn_thread();
 }
 
 int
@@ -551,16 +1372,139 @@ ps_worker_start(struct ps_export *e, uint64_t interval_ns, uint64_t flush_timeou
 	return start();
 }
 
+/* ---- a fork child's birth notice ------------------------------------ */
+
+/* 1 if the tree's helper is running. */
+PS_SIGSAFE static int
+tree_alive(void)
+{
+	int pid = atomic_load(&tree_bell->helper_pid);
+
+	return pid > 0 && !(kill(pid, 0) && errno == ESRCH);
+}
+
+/* Fork child: announce this child in the tree's bell, so that the tree's
+ * helper serves it from now on, however it ends.  Its control block and
+ * tables (fresh memfds) stay open until the helper has them.  Returns 0,
+ * or -1: the child then makes a helper of its own when it is due.
+ * Context: fork child handler. */
+static int
+born(void)
+{
+	uint64_t me = (uint64_t)getpid() << 8, w;
+	struct birth *b = NULL;
+	struct stat sb;
+	int fd[3], i, slot;
+
+	if (!tree_bell || !tree_alive() || ctl_new())
+		return -1;
+	fd[0] = ps_shmem_fd(c);
+	fd[1] = ps_shmem_fd(x->st->c);
+	fd[2] = x->lt ? ps_shmem_fd(x->lt->c) : -1;
+	if (fd[0] < 0 || fd[1] < 0 || (x->lt && fd[2] < 0))
+		return -1;
+	for (slot = 0; slot < NBIRTHS && !b; slot++) {
+		w = BIRTH_FREE;
+		if (atomic_compare_exchange_strong(&tree_bell->births[slot].word, &w,
+						   me | BIRTH_WRITING))
+			b = &tree_bell->births[slot];
+	}
+	if (!b)
+		return -1;   /* the helper is behind: not worth waiting for */
+	for (i = 0; i < 3; i++) {
+		b->id[i][0] = b->id[i][1] = 0;
+		if (fd[i] >= 0 && fstat(fd[i], &sb) == 0) {
+			b->id[i][0] = (uint64_t)sb.st_dev;
+			b->id[i][1] = (uint64_t)sb.st_ino;
+		}
+	}
+	b->ppid = getppid();
+	memcpy(b->fd, fd, sizeof(fd));
+	b->start_ns = x->start_ns;
+	b->st = *x->st;
+	if (x->lt)
+		b->lt = *x->lt;
+	atomic_store_explicit(&b->word, me | BIRTH_READY, memory_order_release);
+	birth_slot = slot - 1;
+	bell = &tree_bell->wake;
+	helper = 1;
+	host = getpid();
+	sem_post(bell);
+	return 0;
+}
+
+/* Where this child's birth notice stands: 1 taken, 0 not yet (withdraw:
+ * withdrawn unless the helper is taking it), -1 refused or withdrawn.  The
+ * helper sets helper_pid before it frees the slot. */
+PS_SIGSAFE static int
+birth_outcome(int withdraw)
+{
+	_Atomic uint64_t *word = &tree_bell->births[birth_slot].word;
+	uint64_t me = (uint64_t)getpid() << 8, w = me | BIRTH_READY;
+
+	if (atomic_load(&c->helper_pid))
+		return 1;
+	if (withdraw && atomic_compare_exchange_strong(word, &w, BIRTH_FREE))
+		return -1;
+	w = atomic_load_explicit(word, memory_order_acquire);
+	if (w == (me | BIRTH_READY) || w == (me | BIRTH_TAKING))
+		return 0;
+	return atomic_load(&c->helper_pid) ? 1 : -1;
+}
+
+/* A millisecond, not through the shim's own nanosleep hook (hook_wait.c). */
+PS_SIGSAFE static void
+pause_ms(void)
+{
+	struct timespec step = { 0, 1000000 };
+
+	(void)syscall(SYS_clock_nanosleep, CLOCK_MONOTONIC, 0, &step, NULL);
+}
+
+/* A fork child that announced itself and must know: wait until its notice
+ * is taken, at most JOIN_TIMEOUT_MS, then withdraw it.  One not taken
+ * makes a helper of its own, as a fork child outside a tree.  Returns 0
+ * when the child has a helper.  Context: the exit, _exit or exec hooks,
+ * poke; async-signal-safe. */
+PS_SIGSAFE static int
+settle(void)
+{
+	int i, o = 0;
+
+	if (birth_slot == NBIRTHS)
+		return helper || running ? 0 : -1;
+	for (i = 0; i < JOIN_TIMEOUT_MS && !(o = birth_outcome(0)) && tree_alive(); i++)
+		pause_ms();
+	if (!o)
+		o = birth_outcome(1);
+	while (!o) {   /* being taken: a few system calls away */
+		pause_ms();
+		o = birth_outcome(0);
+	}
+	birth_slot = NBIRTHS;
+	if (o > 0) {
+		ps_shmem_close_fds();   /* the helper has the mappings */
+		return 0;
+	}
+	tree_bell = NULL;   /* its own children would be refused as well */
+	helper = 0;
+	bell = &c->wake;
+	return start_helper();
+}
+
 void
 ps_worker_poke(void)
 {
 	int expected = 1;
 
+	/* Born: once the helper has taken (or refused) this child. */
+	if (PS_UNLIKELY(birth_slot != NBIRTHS) && birth_outcome(0) && settle())
+		ps_debug("uploader not started in the fork child");
 	if (PS_LIKELY(!atomic_load_explicit(&due, memory_order_relaxed)))
 		return;
 	if (!atomic_compare_exchange_strong(&due, &expected, 0))
 		return;
-	if (ctl_new() == 0 && start() == 0)
+	if ((c || ctl_new() == 0) && start() == 0)
 		return;
 	ps_debug("uploader not started in the fork child");
 }
@@ -596,12 +1540,20 @@ request(int req, uint64_t timeout_ns)
 	struct timespec ts = to_ts(deadline);
 	pid_t pid;
 
+	/* Nothing to write or send: not worth waiting for, nor (a fork
+	 * child whose notice is pending) the helper's taking it.  An exec
+	 * ends no span. */
+	if (helper && (req == REQ_EXEC || !(x->span && x->remote.otlp_url[0])) &&
+	    ps_stacktab_empty(x->st)) {
+		atomic_store(&c->req, req);
+		sem_post(bell);
+		return;
+	}
+	if (settle())
+		return;
 	atomic_store(&c->deadline, deadline);
 	atomic_store(&c->req, req);
-	sem_post(&c->wake);
-	if (helper && req == REQ_FINAL && !(x->span && x->remote.otlp_url[0]) &&
-	    ps_stacktab_empty(x->st))
-		return;
+	sem_post(bell);
 	/* A helper that is gone (killed, or ended after an exec it could not
 	 * follow) never answers: do not wait for it. */
 	pid = atomic_load(&c->helper_pid);
@@ -638,9 +1590,9 @@ ps_worker_flush(uint64_t timeout_ns, int final)
 	}
 	if (final) {
 		atomic_store(&c->quit, 1);
-		sem_post(&c->wake);
+		sem_post(bell);
 	}
-	last_pass(deadline, final, 0);
+	last_pass(&root_s, deadline, final, 0);
 	/* The program waits here: what was learned, nothing more. */
 	ps_export_save_symbols(x, final, 0);
 	pthread_mutex_unlock(&lock);
@@ -701,7 +1653,7 @@ ps_worker_host_thread(int delta)
 	 * the process ends when our thread ends too, and then runs its exit
 	 * handlers -- the destructor's last pass -- on our thread. */
 	atomic_store(&c->quit, 1);
-	sem_post(&c->wake);
+	sem_post(bell);
 }
 
 void
@@ -711,8 +1663,12 @@ ps_worker_child(void)
 
 	if (!x)
 		return;
-	/* The parent's control block and helper (or thread) are not ours. */
+	/* The parent's control block and helper (or thread) are not ours,
+	 * nor its sessions (thread mode). */
 	c = NULL;
+	bell = NULL;
+	ss = NULL;
+	nss = ss_cap = 0;
 	helper = running = listen_here = 0;
 	/* Thread mode: the parent's listening socket was copied into this
 	 * child's descriptor table; only the parent serves it. */
@@ -720,5 +1676,9 @@ ps_worker_child(void)
 	pthread_mutex_init(&lock, NULL);
 	if (parent)
 		ps_shmem_free(parent, sizeof(*parent));
+	if (born() == 0)
+		return;
+	/* A helper of its own, forked when due, inherits the mappings. */
+	ps_shmem_close_fds();
 	atomic_store(&due, 1);
 }

@@ -30,7 +30,8 @@ def clean_env(extra=None, preload=True):
     """The test's environment: no PYROSCOPE_*/OTEL_* leaking in from the
     caller, the shim preloaded, this run's symbol cache, plus `extra`."""
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("PYROSCOPE_", "OTEL_", "TRACEPARENT", "TRACESTATE", "LD_PRELOAD"))}
+           if not k.startswith(("PYROSCOPE_", "PYROSHIM_", "OTEL_", "TRACEPARENT", "TRACESTATE",
+                                 "LD_PRELOAD"))}
     if preload:
         env["LD_PRELOAD"] = SHIM
     env.update(extra or {})

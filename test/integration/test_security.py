@@ -258,6 +258,26 @@ class SecureExecution(ShimTest):
         self.assertEqual(os.listdir(work), [], "files were written")
         self.assertFalse(os.path.exists(os.path.join(self.tmp, "shim.log")), "log file created")
 
+    def test_setgid_program_in_a_profiled_tree_is_left_alone(self):
+        """bash leads a tree (it is profiled), then execs the setgid copy:
+        that image inherits PYROSHIM_HELPER but neither joins the tree's
+        helper nor starts anything of its own."""
+        env = self.shim_env()
+        work = os.path.join(self.tmp, "cwd")
+        os.mkdir(work)
+        p = Probe(run(["bash", "-c", 'exec "$0" "$@"', self.exe, "200"], env, cwd=work))
+        self.assertEqual(p.r.rc, 0, p.r.err)
+        self.assertEqual(p.state["at_secure"], "1")
+        self.assertIn("PYROSHIM_HELPER", p.env, "bash led no tree: the test means nothing")
+        self.assertEqual(p.state["rt_caught"], "0", "a real-time signal handler is installed")
+        self.assertEqual(p.state["posix_timers"], "0", "a POSIX timer exists")
+        self.assertEqual(p.state["threads"], "2", "a thread other than the program's two")
+        self.assertEqual([f for f in all_files(work) if "probe" in f], [])
+        with open(os.path.join(self.tmp, "shim.log")) as f:
+            log = f.read()
+        self.assertNotIn("joined", log)
+        self.assertNotIn("probe", log)
+
 
 # --- secrets ------------------------------------------------------------
 
@@ -501,15 +521,17 @@ class ChildEnvironment(SecretTest):
                        "PYROSCOPE_HTTP_HEADERS": '{"X-Api-Key":"%s"}' % HDR,
                        "OTEL_EXPORTER_OTLP_HEADERS": "k=" + OTLP_HDR,
                        "PYROSCOPE_APPLICATION_NAME": "envtest"}
-        # Local mode, default directory, trace correlation: both exports.
+        # Local mode, default directory, trace correlation: both exports,
+        # and the name of the tree's helper (pyroshim(7), PROCESS TREES).
         got = self.assert_only_documented_changes(
             dict(secret_vars, PYROSCOPE_TRACE_CORRELATION="true"),
-            ["PYROSCOPE_OUTPUT_DIR", "TRACEPARENT"])
+            ["PYROSCOPE_OUTPUT_DIR", "TRACEPARENT", "PYROSHIM_HELPER"])
         self.assertEqual(got["PYROSCOPE_OUTPUT_DIR"], os.path.join(self.tmp, "pyroshim-profiles"))
         self.assertRegex(got["TRACEPARENT"], r"^00-[0-9a-f]{32}-[0-9a-f]{16}-0[0-3]$")
+        self.assertRegex(got["PYROSHIM_HELPER"], r"^pyroshim-[0-9]+-[0-9a-f]{16}$")
         # An absolute directory is not rewritten; no correlation, no trace.
         self.assert_only_documented_changes(
-            dict(secret_vars, PYROSCOPE_OUTPUT_DIR=self.out), [])
+            dict(secret_vars, PYROSCOPE_OUTPUT_DIR=self.out), ["PYROSHIM_HELPER"])
         # A server with every secret, a caller's trace context: only the
         # span handed to the children changes.
         peer = self.peer()
@@ -518,7 +540,7 @@ class ChildEnvironment(SecretTest):
             dict(secret_vars, PYROSCOPE_SERVER_ADDRESS="http://u:%s@127.0.0.1:%d"
                  % (URL_PW, peer.port), PYROSCOPE_TRACE_CORRELATION="true",
                  TRACEPARENT=tp, TRACESTATE="vendor=x", OTEL_EXPORTER_OTLP_ENDPOINT=peer.url),
-            ["TRACEPARENT"])
+            ["TRACEPARENT", "PYROSHIM_HELPER"])
         self.assertTrue(got["TRACEPARENT"].startswith(tp[:36]), got["TRACEPARENT"])
         self.assertEqual(got["TRACESTATE"], "vendor=x")
 
