@@ -70,11 +70,18 @@ struct ctl {
  * helper has them, and their structs), so that the helper serves it from
  * its first instruction, whatever way it ends.  `word` is the child's pid
  * << 8 | BIRTH_*: a slot is claimed, published and taken by compare-and-
- * swap on it, so no one mistakes another child's notice for its own. */
+ * swap on it, so no one mistakes another child's notice for its own.
+ * The helper takes a notice BIRTH_GRACE_NS after it was written, or at
+ * once when the child waits for it (urgent): a shell's child, which
+ * execs within that time, withdraws its notice instead and costs no
+ * session.  A child killed within it loses at most that much CPU. */
 enum { BIRTH_FREE = 0, BIRTH_WRITING = 1, BIRTH_READY = 2, BIRTH_TAKING = 3 };
 #define NBIRTHS 32
+#define BIRTH_GRACE_NS (20 * 1000000ull)
 struct birth {
 	_Atomic uint64_t word;
+	_Atomic int urgent;         /* the child waits for it: take it now */
+	uint64_t at;                /* when it was written (CLOCK_MONOTONIC) */
 	int32_t ppid;
 	int32_t fd[3];              /* ctl, stack table, live table (-1: none) */
 	uint64_t id[3][2];          /* their device and inode */
@@ -137,6 +144,7 @@ struct session {
 	struct ps_export *x;
 	unsigned long ctl_inode;    /* tells when its image is gone after an exec */
 	uint64_t gone_at;           /* when it was found gone (CLOCK_MONOTONIC) */
+	uint64_t next_look;         /* when its maps may be read again */
 	const char *argv[MAX_ARGS + 1];
 	/* A joined program's (mmap'ed by the accepting thread, which does
 	 * not allocate: no malloc arena for it): */
@@ -506,6 +514,7 @@ take_birth(struct birth *b, int orphans)
 		if (ss[k]->pid == b->ppid && !ss[k]->gone_at)
 			px = ss[k]->x;
 	if ((w & 0xff) != BIRTH_READY || (!px && !orphans) ||
+	    (!atomic_load(&b->urgent) && ps_clock_ns(CLOCK_MONOTONIC) - b->at < BIRTH_GRACE_NS) ||
 	    !atomic_compare_exchange_strong(&b->word, &w, (w & ~(uint64_t)0xff) | BIRTH_TAKING))
 		return;
 	s = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -556,6 +565,21 @@ out:
 	if (!ok && s)
 		session_unmap(s);
 	atomic_store_explicit(&b->word, BIRTH_FREE, memory_order_release);
+}
+
+/* When the oldest notice not yet taken falls due, or UINT64_MAX. */
+static uint64_t
+births_due(void)
+{
+	uint64_t due = UINT64_MAX, w;
+	int i;
+
+	for (i = 0; tree_bell && i < NBIRTHS; i++) {
+		w = atomic_load_explicit(&tree_bell->births[i].word, memory_order_acquire);
+		if ((w & 0xff) == BIRTH_READY)
+			due = min_u64(due, tree_bell->births[i].at + BIRTH_GRACE_NS);
+	}
+	return due;
 }
 
 /* The birth notices in the tree's bell.  Holding `lock`. */
@@ -660,12 +684,18 @@ serve(struct session *s, uint64_t now)
 		}
 		return 1;
 	}
-	if (s->pidfd >= 0 && atomic_load(&k->exec_pending) && image_gone(s)) {
+	if (s->pidfd >= 0 && atomic_load(&k->exec_pending)) {
 		/* Its new image joins at once if it is preloaded: the session
-		 * (and so the helper) lasts until it did, or a while. */
-		if (!s->gone_at)
-			s->gone_at = now;
-		return successor(s) || now - s->gone_at > SUCCESSOR_NS || tree_fd < 0;
+		 * (and so the helper) lasts until it did, or a while.  Its
+		 * maps are read at most every PS_WORKER_POLL_MS. */
+		if (successor(s))
+			return 1;
+		if (!s->gone_at && now >= s->next_look) {
+			s->next_look = now + PS_WORKER_POLL_MS * 1000000ull;
+			if (image_gone(s))
+				s->gone_at = now;
+		}
+		return s->gone_at && (now - s->gone_at > SUCCESSOR_NS || tree_fd < 0);
 	}
 	return atomic_load(&k->quit);
 }
@@ -683,7 +713,7 @@ loop(int helper_side)
 
 	for (;;) {
 		pthread_mutex_lock(&lock);
-		wake_at = next;
+		wake_at = min_u64(next, births_due());
 		for (i = 0; i < nss; i++)
 			wake_at = min_u64(wake_at, ps_export_next_due(ss[i]->x));
 		pthread_mutex_unlock(&lock);
@@ -1419,6 +1449,8 @@ born(void)
 		}
 	}
 	b->ppid = getppid();
+	b->at = ps_clock_ns(CLOCK_MONOTONIC);
+	atomic_store(&b->urgent, 0);
 	memcpy(b->fd, fd, sizeof(fd));
 	b->start_ns = x->start_ns;
 	b->st = *x->st;
@@ -1473,6 +1505,8 @@ settle(void)
 
 	if (birth_slot == NBIRTHS)
 		return helper || running ? 0 : -1;
+	atomic_store(&tree_bell->births[birth_slot].urgent, 1);
+	sem_post(bell);
 	for (i = 0; i < JOIN_TIMEOUT_MS && !(o = birth_outcome(0)) && tree_alive(); i++)
 		pause_ms();
 	if (!o)
@@ -1545,6 +1579,13 @@ request(int req, uint64_t timeout_ns)
 	 * ends no span. */
 	if (helper && (req == REQ_EXEC || !(x->span && x->remote.otlp_url[0])) &&
 	    ps_stacktab_empty(x->st)) {
+		/* A shell's child: its notice is withdrawn, no session made. */
+		if (birth_slot != NBIRTHS && birth_outcome(1) < 0) {
+			birth_slot = NBIRTHS;
+			helper = 0;
+			atomic_store(&due, 1);   /* the exec may fail */
+			return;
+		}
 		atomic_store(&c->req, req);
 		sem_post(bell);
 		return;
