@@ -1583,7 +1583,7 @@ request(int req, uint64_t timeout_ns)
 		if (birth_slot != NBIRTHS && birth_outcome(1) < 0) {
 			birth_slot = NBIRTHS;
 			helper = 0;
-			atomic_store(&due, 1);   /* the exec may fail */
+			atomic_store(&due, req == REQ_EXEC);   /* the exec may fail */
 			return;
 		}
 		atomic_store(&c->req, req);
