@@ -1581,9 +1581,13 @@ request(int req, uint64_t timeout_ns)
 	    ps_stacktab_empty(x->st)) {
 		/* A shell's child: its notice is withdrawn, no session made. */
 		if (birth_slot != NBIRTHS && birth_outcome(1) < 0) {
+			/* As a fork child outside a tree: no uploader until it
+			 * is due (the exec may fail: a shell tries every
+			 * directory of PATH). */
 			birth_slot = NBIRTHS;
 			helper = 0;
-			atomic_store(&due, req == REQ_EXEC);   /* the exec may fail */
+			bell = &c->wake;
+			atomic_store(&due, req == REQ_EXEC);
 			return;
 		}
 		atomic_store(&c->req, req);
@@ -1614,9 +1618,9 @@ ps_worker_flush(uint64_t timeout_ns, int final)
 	struct timespec ts = to_ts(deadline);
 
 	/* A fork child that has not started one yet. */
-	if (due_at_end() && (ctl_new() || start()))
+	if (due_at_end() && ((!c && ctl_new()) || start()))
 		c = NULL;
-	if (!c)
+	if (!c || (!helper && !running))
 		return;
 	if (helper) {
 		if (!final)
@@ -1649,7 +1653,7 @@ ps_worker_exec_failed(void)
 PS_SIGSAFE void
 ps_worker_exit(uint64_t timeout_ns)
 {
-	if (due_at_end() && (ctl_new() || start_helper()))
+	if (due_at_end() && ((!c && ctl_new()) || start_helper()))
 		c = NULL;
 	if (!c || (!helper && !running))
 		return;
@@ -1686,7 +1690,7 @@ ps_worker_set_args(int argc, const char *const *argv)
 void
 ps_worker_host_thread(int delta)
 {
-	if (!c || helper)
+	if (!c || helper || !running)
 		return;
 	if (atomic_fetch_add(&c->host_threads, delta) + delta > 0)
 		return;

@@ -109,6 +109,51 @@ class Trees(ShimTest):
         with open(victim, "rb") as f:
             self.assertEqual(f.read(), data)
 
+    def test_a_child_that_closes_every_descriptor_falls_back(self):
+        """A fork child that closes every descriptor at once (a daemon's
+        habit) takes its announced memfds with it: the helper cannot open
+        them, refuses the notice, and the child makes a helper of its own
+        at its end.  Its 300 ms are in its profile all the same."""
+        code = ("import os, time\n"
+                "pid = os.fork()\n"
+                "if pid == 0:\n"
+                "    os.closerange(3, 4096)\n"
+                "    t = time.process_time()\n"
+                "    while time.process_time() - t < 0.3:\n"
+                "        pass\n"
+                "    os._exit(0)\n"
+                "os.waitpid(pid, 0)\n"
+                "print(pid)\n")
+        r = run(["python3", "-c", code], self.env({"PYROSCOPE_SAMPLE_RATE": "100",
+                                                   "PYROSCOPE_LOG_LEVEL": "debug"}))
+        self.assertEqual((r.rc, r.err), (0, b""))
+        child = int(r.out)
+        got = 0
+        for f in self.files():
+            if f.endswith(".cpu.folded") and f.split(".")[-3] == str(child):
+                got += sum(read_folded(os.path.join(self.out, f)).values())
+        # 30 expiries of 10 ms: +-5 is many standard deviations.
+        self.assertAlmostEqual(got / 1e9, 0.3, delta=0.05, msg=self.log_text()[-2000:])
+        self.assertEqual(self.helpers_started(), 1)
+        self.assertNotIn("fork child %d of" % child, self.log_text())
+
+    def test_a_shells_failed_execs_along_path(self):
+        """dash tries execve in each directory of PATH: its child (a
+        subshell that execs: a real fork, and dash tries each directory)
+        withdraws its notice at the first attempt (nothing recorded), and
+        the next ones find it outside the tree, with no uploader until one
+        is due.
+        (Found by test_pyrorun: the second attempt crashed the child.)"""
+        script = ('PATH=/nonexistent/a:/nonexistent/b:$PATH; '
+                  'for i in 1 2 3 4 5 6 7 8; do (exec env "%s" 20); done; echo done' % SPIN)
+        # With CPU off (block profiling on, so the shim runs) a child has
+        # recorded nothing when it execs: it withdraws its notice at its
+        # first attempt.  With CPU on, most have something by then.
+        for cpu in ("false", "true"):
+            r = run(["sh", "-c", script], self.env({"PYROSCOPE_PROFILING_CPU_ENABLED": cpu,
+                                                    "PYROSCOPE_PROFILING_BLOCK_ENABLED": "true"}))
+            self.assertEqual((r.rc, r.out, r.err), (0, b"done\n", b""), cpu)
+
     def test_an_exec_chain_stays_in_the_tree(self):
         """sh joins, then execs env, which execs spin: each image is a
         session of its own, and the one before ends with its exec."""
