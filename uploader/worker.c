@@ -798,25 +798,75 @@ again:
 
 /* ---- joining a tree: the helper's side --------------------------------- */
 
+/* ---- one message with descriptors, each way --------------------------- */
+
+#define MAX_FDS 3
+
+/* Send len bytes of buf and n descriptors (SCM_RIGHTS) on socket fd.
+ * Returns what sendmsg returned. */
+static ssize_t
+send_fds(int fd, const void *buf, size_t len, const int *fds, int n)
+{
+	union {
+		char buf[CMSG_SPACE(MAX_FDS * sizeof(int))];
+		struct cmsghdr align;
+	} cm;
+	struct iovec io = { (void *)buf, len };
+	struct msghdr m = { .msg_iov = &io, .msg_iovlen = 1, .msg_control = cm.buf,
+			    .msg_controllen = CMSG_SPACE((size_t)n * sizeof(int)) };
+	struct cmsghdr *h = CMSG_FIRSTHDR(&m);
+	ssize_t rc;
+
+	memset(&cm, 0, sizeof(cm));
+	h->cmsg_level = SOL_SOCKET;
+	h->cmsg_type = SCM_RIGHTS;
+	h->cmsg_len = CMSG_LEN((size_t)n * sizeof(int));
+	memcpy(CMSG_DATA(h), fds, (size_t)n * sizeof(int));
+	while ((rc = sendmsg(fd, &m, MSG_NOSIGNAL)) < 0 && errno == EINTR)
+		;
+	return rc;
+}
+
+/* Receive one message of at most len bytes into buf, and up to MAX_FDS
+ * descriptors (close-on-exec) into fds[*n].  Returns its length, or -1
+ * (also for a message or descriptors cut short). */
+static ssize_t
+recv_fds(int fd, void *buf, size_t len, int *fds, int *n)
+{
+	union {
+		char buf[CMSG_SPACE(MAX_FDS * sizeof(int))];
+		struct cmsghdr align;
+	} cm;
+	struct iovec io = { buf, len };
+	struct msghdr m = { .msg_iov = &io, .msg_iovlen = 1, .msg_control = cm.buf,
+			    .msg_controllen = sizeof(cm.buf) };
+	struct cmsghdr *h;
+	ssize_t got;
+
+	*n = 0;
+	while ((got = recvmsg(fd, &m, MSG_CMSG_CLOEXEC)) < 0 && errno == EINTR)
+		;
+	for (h = got < 0 ? NULL : CMSG_FIRSTHDR(&m); h; h = CMSG_NXTHDR(&m, h))
+		if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS && !*n) {
+			*n = (int)((h->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+			*n = *n > MAX_FDS ? MAX_FDS : *n;
+			memcpy(fds, CMSG_DATA(h), (size_t)*n * sizeof(int));
+		}
+	return (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ? -1 : got;
+}
+
 /* One program's join on connection fd: its message, its mappings, its
  * pidfd; answered with this helper's pid and bell once queued.  A join
  * that fails gets no answer, so the program makes a helper of its own. */
 static void
 admit(int fd)
 {
-	union {
-		char buf[CMSG_SPACE(3 * sizeof(int))];
-		struct cmsghdr align;
-	} cm;
 	struct reg_reply rep = { REG_MAGIC, 0 };
 	struct timeval tv = { 1, 0 };
 	struct ucred cr;
 	socklen_t crl = sizeof(cr);
 	struct session *s;
-	struct cmsghdr *h;
-	struct iovec io;
-	struct msghdr m = { 0 };
-	int fds[3] = { -1, -1, -1 }, nfd = 0, i, queued = 0;
+	int fds[MAX_FDS] = { -1, -1, -1 }, nfd = 0, i, queued = 0;
 	size_t len = (sizeof(*s) + 4095) & ~(size_t)4095;
 	ssize_t n;
 
@@ -828,20 +878,8 @@ admit(int fd)
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) || cr.uid != getuid() ||
 	    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)))
 		goto out;
-	io.iov_base = &s->r;
-	io.iov_len = sizeof(s->r);
-	m.msg_iov = &io;
-	m.msg_iovlen = 1;
-	m.msg_control = cm.buf;
-	m.msg_controllen = sizeof(cm.buf);
-	n = recvmsg(fd, &m, MSG_CMSG_CLOEXEC);
-	for (h = CMSG_FIRSTHDR(&m); h; h = CMSG_NXTHDR(&m, h))
-		if (h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS) {
-			nfd = (int)((h->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-			nfd = nfd > 3 ? 3 : nfd;
-			memcpy(fds, CMSG_DATA(h), (size_t)nfd * sizeof(int));
-		}
-	if (n != (ssize_t)sizeof(s->r) || (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ||
+	n = recv_fds(fd, &s->r, sizeof(s->r), fds, &nfd);
+	if (n != (ssize_t)sizeof(s->r) ||
 	    memcmp(s->r.magic, REG_MAGIC, sizeof(REG_MAGIC)) || s->r.size != sizeof(s->r) ||
 	    nfd != 2 + (s->r.has_lt != 0))
 		goto out;
@@ -871,21 +909,9 @@ admit(int fd)
 	pthread_mutex_unlock(&lock);
 	if (queued) {
 		rep.pid = (int32_t)getpid();
-		io.iov_base = &rep;
-		io.iov_len = sizeof(rep);
-		memset(&m, 0, sizeof(m));
-		m.msg_iov = &io;
-		m.msg_iovlen = 1;
-		m.msg_control = cm.buf;
-		m.msg_controllen = CMSG_SPACE(sizeof(int));
-		h = CMSG_FIRSTHDR(&m);
-		h->cmsg_level = SOL_SOCKET;
-		h->cmsg_type = SCM_RIGHTS;
-		h->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(h), &tree_bell_fd, sizeof(int));
 		/* Unanswered, the program gives up and makes its own
 		 * helper: the session then ends with the program. */
-		(void)sendmsg(fd, &m, MSG_NOSIGNAL);
+		(void)send_fds(fd, &rep, sizeof(rep), &tree_bell_fd, 1);
 		sem_post(bell);
 	}
 out:
@@ -1221,20 +1247,13 @@ static int
 join(const char *name, const char **why)
 {
 	static struct reg r;   /* 40 KiB: not on a constructor's stack */
-	union {
-		char buf[CMSG_SPACE(3 * sizeof(int))];
-		struct cmsghdr align;
-	} cm;
 	struct timeval tv = { JOIN_TIMEOUT_MS / 1000, JOIN_TIMEOUT_MS % 1000 * 1000 };
 	struct reg_reply rep;
 	struct sockaddr_un a;
 	struct ucred cr;
 	socklen_t crl = sizeof(cr), n = tree_addr(&a, name);
 	struct pollfd p;
-	struct cmsghdr *h;
-	struct iovec io = { &r, sizeof(r) };
-	struct msghdr m = { 0 };
-	int fds[3], nfd = 2, fd, bfd = -1;
+	int fds[MAX_FDS], nfd = 2, fd, bfd = -1, nb;
 	struct bell *b;
 	ssize_t got;
 
@@ -1282,18 +1301,7 @@ join(const char *name, const char **why)
 	if (x->span)
 		r.span = *x->span;
 	r.cfg = *x->cfg;
-	m.msg_iov = &io;
-	m.msg_iovlen = 1;
-	m.msg_control = cm.buf;
-	m.msg_controllen = CMSG_SPACE((size_t)nfd * sizeof(int));
-	h = CMSG_FIRSTHDR(&m);
-	h->cmsg_level = SOL_SOCKET;
-	h->cmsg_type = SCM_RIGHTS;
-	h->cmsg_len = CMSG_LEN((size_t)nfd * sizeof(int));
-	memcpy(CMSG_DATA(h), fds, (size_t)nfd * sizeof(int));
-	while ((got = sendmsg(fd, &m, MSG_NOSIGNAL)) < 0 && errno == EINTR)
-		;
-	if (got != (ssize_t)sizeof(r)) {
+	if (send_fds(fd, &r, sizeof(r), fds, nfd) != (ssize_t)sizeof(r)) {
 		*why = "it did not take this program's tables";
 		goto fail;
 	}
@@ -1305,18 +1313,12 @@ join(const char *name, const char **why)
 		*why = "it did not answer within a second";
 		goto fail;
 	}
-	io.iov_base = &rep;
-	io.iov_len = sizeof(rep);
-	memset(&m, 0, sizeof(m));
-	m.msg_iov = &io;
-	m.msg_iovlen = 1;
-	m.msg_control = cm.buf;
-	m.msg_controllen = sizeof(cm.buf);
-	got = recvmsg(fd, &m, MSG_CMSG_CLOEXEC);
-	h = CMSG_FIRSTHDR(&m);
-	if (h && h->cmsg_level == SOL_SOCKET && h->cmsg_type == SCM_RIGHTS &&
-	    h->cmsg_len == CMSG_LEN(sizeof(int)))
-		memcpy(&bfd, CMSG_DATA(h), sizeof(int));
+	got = recv_fds(fd, &rep, sizeof(rep), fds, &nb);
+	if (nb == 1)
+		bfd = fds[0];
+	else
+		while (nb > 0)
+			close(fds[--nb]);
 	if (got != (ssize_t)sizeof(rep) || memcmp(rep.magic, REG_MAGIC, sizeof(REG_MAGIC)) ||
 	    rep.pid <= 0 || bfd < 0) {
 		*why = "it refused this program (another build of pyroshim, or it is ending)";
