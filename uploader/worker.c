@@ -429,6 +429,25 @@ need_sender(const struct ps_export *e)
 		ps_warn("uploader: no sending thread; uploads go out at exit");
 }
 
+/* The loop's first session: the program it was started for (pidfd -1:
+ * thread mode, in that program).  Before the loop runs.  Returns 0 or
+ * -ENOMEM. */
+static int
+root_session(int pidfd)
+{
+	root_s.pid = host;
+	root_s.pidfd = pidfd;
+	root_s.c = c;
+	root_s.x = x;
+	ss = malloc(16 * sizeof(*ss));
+	if (!ss)
+		return -ENOMEM;
+	ss[0] = &root_s;
+	nss = 1;
+	ss_cap = 16;
+	return 0;
+}
+
 /* The joins the accepting thread took become sessions.  Holding `lock`. */
 static void
 take_pending(void)
@@ -1015,16 +1034,9 @@ helper_main(void)
 	x->watch = host;
 	(void)setsid();  /* the terminal's signals are for the program */
 	(void)prctl(PR_SET_NAME, "pyroshim", 0, 0, 0);
-	root_s.pid = host;
-	root_s.pidfd = host_pidfd;
-	root_s.c = c;
-	root_s.x = x;
 	detach_fds(host_pidfd);
-	ss = malloc(16 * sizeof(*ss));
-	if (!ss)
+	if (root_session(host_pidfd))
 		helper_end();
-	ss[nss++] = &root_s;
-	ss_cap = 16;
 	/* Births are for the helper of the tree, not for a fork child's own
 	 * (which inherited the tree's bell). */
 	if (tree_fd < 0)
@@ -1145,20 +1157,6 @@ spawn_thread(void)
 	return 0;
 }
 
-/* Thread mode's one session, before the thread starts. */
-static int
-thread_session(void)
-{
-	root_s.pid = host;
-	root_s.c = c;
-	root_s.x = x;
-	ss = ss ? ss : malloc(sizeof(*ss));
-	if (!ss)
-		return -ENOMEM;
-	ss[0] = &root_s;
-	nss = ss_cap = 1;
-	return 0;
-}
 
 /* The helper process alone: what _exit may do, perhaps in a signal
  * handler (no log line, no thread: neither is async-signal-safe). */
@@ -1385,7 +1383,7 @@ start(void)
 		"loses the last interval", rc == -EPERM ? "the program is a child subreaper or pid 1" :
 		strerror(-rc));
 	helper = 0;
-	rc = thread_session();
+	rc = root_session(-1);
 	return rc ? rc : spawn_thread();
 }
 
