@@ -237,7 +237,7 @@ static const struct ps_process_ops ops = {
 static int active;
 
 static void
-on_fork_child(void)
+fork_child(void)
 {
 	ps_unwind_fork_child();
 	if (!active)
@@ -254,6 +254,17 @@ on_fork_child(void)
 	ps_worker_child();
 	ps_hook_thread_adopt();
 	ps_sampler_child();
+}
+
+/* The child sees fork's errno: the system calls above may fail (a tree
+ * whose helper is gone answers kill(2) with ESRCH). */
+static void
+on_fork_child(void)
+{
+	int saved = errno;
+
+	fork_child();
+	errno = saved;
 }
 
 static int
