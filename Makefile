@@ -44,7 +44,7 @@ LAYER_CPPFLAGS = -D_GNU_SOURCE -DPS_VERSION='"$(VERSION)"' -Ibuild/inc/$(call la
 		 $(if $(filter uploader init,$(call layer_of,$(1))),-Ibuild/gen)
 DEPFLAGS = -MMD -MP
 CFLAGS   = -std=c11 -O2 -g -fPIC -pthread -fvisibility=hidden $(WARN)
-LIBS     = -ldl -lm -lprotobuf-nanopb -pthread
+LIBS     = -ldl -lprotobuf-nanopb -pthread
 # zlib for the tests that inflate what the uploader compressed (the library
 # loads it only in the uploader: uploader/gzip.h).
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lm -lrt) -lz

@@ -2,10 +2,10 @@
 #include "shim/alloc.h"
 
 #include <errno.h>
-#include <math.h>
 #include <stdatomic.h>
 #include <time.h>
 
+#include "common/expo.h"
 #include "shim/unwind.h"
 
 /* Written by ps_alloc_start (constructor, before any sample can be taken)
@@ -68,7 +68,7 @@ draw(void)
 		return 0;
 	/* u in (0, 1]: -log(u) is then finite and >= 0. */
 	u = ((double)(next_random() >> 11) + 1.0) * (1.0 / 9007199254740992.0);
-	return (int64_t)(-log(u) * (double)mean) + 1;
+	return (int64_t)(ps_expo_neglog(u) * (double)mean) + 1;
 }
 
 uint64_t
@@ -78,7 +78,7 @@ ps_alloc_weight(size_t size, uint64_t mean_bytes)
 
 	if (mean_bytes <= 1 || size == 0)
 		return PS_FIXED_ONE;
-	p = -expm1(-(double)size / (double)mean_bytes);  /* 1 - exp(-s/mean) */
+	p = ps_expo_p((double)size / (double)mean_bytes);
 	if (p <= 0)
 		return PS_FIXED_ONE;
 	return (uint64_t)((double)PS_FIXED_ONE / p + 0.5);

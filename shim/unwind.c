@@ -14,6 +14,9 @@
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 /* Function pointers into the privately loaded libunwind.  Written once by
  * ps_unwind_init() in the constructor, read-only afterwards. */
@@ -127,6 +130,38 @@ load(void)
 	return 0;
 }
 
+/* The main thread's stack, from where exec put it, for the constructor:
+ * pthread_getattr_np reads the whole of /proc/self/maps for the main
+ * thread, 70 us of every process's start-up (BENCHMARKS.md section 14g).
+ * exec copies the program's name (AT_EXECFN) first, just under the end of
+ * the stack mapping, so the page boundary after the name is that end (or
+ * a page under it for a name longer than a page: still within the stack).
+ * Downwards the bound only has to stay inside the stack mapping and the
+ * guard gap the kernel keeps free under it (stack_guard_gap, 1 MiB): 1 MiB
+ * under the constructor's frame, and never more than RLIMIT_STACK under
+ * the end.  A deeper stack is walked by libunwind instead (sp < lo).
+ * Returns 0, or -1 when this is not the main thread or the bounds do not
+ * hold the stack pointer: then ask pthread_getattr_np. */
+static int
+main_stack(void)
+{
+	uintptr_t fn = (uintptr_t)getauxval(AT_EXECFN), sp = (uintptr_t)__builtin_frame_address(0);
+	uintptr_t hi, lo;
+	struct rlimit rl;
+
+	if (!fn || getpid() != (pid_t)syscall(SYS_gettid) || getrlimit(RLIMIT_STACK, &rl))
+		return -1;
+	hi = (fn + strlen((const char *)fn) + 1 + 4095) & ~(uintptr_t)4095;
+	lo = sp > (1u << 20) ? (sp - (1u << 20)) & ~(uintptr_t)4095 : 0;
+	if (rl.rlim_cur != RLIM_INFINITY && hi > rl.rlim_cur && hi - rl.rlim_cur > lo)
+		lo = hi - rl.rlim_cur;
+	if (sp < lo || sp >= hi || fn < sp)
+		return -1;
+	t_stack_lo = lo;
+	t_stack_hi = hi;
+	return 0;
+}
+
 /* The calling thread's stack bounds, for the fast unwinder's reads.
  * pthread_getattr_np allocates (and reads /proc/self/maps for the main
  * thread): never in signal context. */
@@ -174,7 +209,8 @@ ps_unwind_init(void)
 	/* The first capture runs libunwind's one-time initialisation, which
 	 * takes a lock: do it here, never in the handler. */
 	ps_unwind_here(ips, 8);
-	learn_stack();
+	if (main_stack())
+		learn_stack();
 	t_warm = 1;
 	return 0;
 }

@@ -2,8 +2,8 @@
 #include "shim/wait.h"
 
 #include <errno.h>
-#include <math.h>
 
+#include "common/expo.h"
 #include "common/guard.h"
 #include "shim/stacktab.h"
 #include "shim/unwind.h"
@@ -71,7 +71,7 @@ draw(int64_t rate)
 	/* u in (0, 1]: -log(u) is then finite and >= 0. */
 	double u = ((double)(next_random() >> 11) + 1.0) * (1.0 / 9007199254740992.0);
 
-	return (int64_t)(-log(u) * (double)rate) + 1;
+	return (int64_t)(ps_expo_neglog(u) * (double)rate) + 1;
 }
 
 PS_SIGSAFE uint64_t
@@ -81,7 +81,7 @@ ps_wait_weight(int64_t d, int64_t rate)
 
 	if (d >= rate || rate <= 0)
 		return PS_FIXED_ONE;
-	p = -expm1(-(double)d / (double)rate);  /* 1 - exp(-d/rate) */
+	p = ps_expo_p((double)d / (double)rate);
 	if (p <= 0)
 		return PS_FIXED_ONE;
 	return (uint64_t)((double)PS_FIXED_ONE / p + 0.5);

@@ -2,12 +2,14 @@
  * counters) and livetab (live sampled blocks), and the allocation weight. */
 #include <check.h>
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 
+#include "common/expo.h"
 #include "shim/alloc.h"
 #include "shim/livetab.h"
 #include "common/shmem.h"
@@ -396,6 +398,38 @@ START_TEST(alloc_weight_unbiases_by_size)
 }
 END_TEST
 
+/* The samplers' arithmetic without libm (common/expo.h) against libm's,
+ * over every binade u is drawn from and the whole range of x where
+ * 1 - e^-x is not 1: within 4 units in the last place. */
+START_TEST(expo_agrees_with_libm)
+{
+	uint64_t r = 0x9e3779b97f4a7c15ull;
+	double u, x, want, got;
+	int i;
+
+	ck_assert(ps_expo_neglog(1.0) == 0.0);
+	ck_assert(ps_expo_p(0.0) == 0.0 && ps_expo_p(-1.0) == 0.0 && ps_expo_p(NAN) == 0.0);
+	ck_assert(ps_expo_p(800.0) == 1.0 && ps_expo_p(INFINITY) == 1.0);
+	for (i = 0; i < 200000; i++) {
+		r ^= r >> 12;
+		r ^= r << 25;
+		r ^= r >> 27;
+		u = ((double)((r * 0x2545f4914f6cdd1dull) >> 11) + 1.0) *
+		    (1.0 / 9007199254740992.0);
+		u = ldexp(u, -(i % 60));            /* small u too */
+		want = -log(u);
+		got = ps_expo_neglog(u);
+		ck_assert_msg(fabs(got - want) <= 4 * DBL_EPSILON * fmax(want, 1e-300),
+			      "-ln(%a): %a, libm %a", u, got, want);
+		x = ldexp(u, (i % 72) - 62);        /* x from 2^-122 to about 700 */
+		want = -expm1(-x);
+		got = ps_expo_p(x);
+		ck_assert_msg(fabs(got - want) <= 4 * DBL_EPSILON * want,
+			      "1 - e^-%a: %a, libm %a", x, got, want);
+	}
+}
+END_TEST
+
 int
 main(void)
 {
@@ -418,6 +452,7 @@ main(void)
 	tcase_add_test(tc, tables_read_through_a_view_at_another_address);
 	tcase_add_test(tc, tables_views_refuse_what_is_not_within_the_mapping);
 	tcase_add_test(tc, alloc_weight_unbiases_by_size);
+	tcase_add_test(tc, expo_agrees_with_libm);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
