@@ -620,14 +620,126 @@ load_file_at(const char *path, const ElfW(Phdr) *mem, uint32_t phnum, struct ps_
 	return 0;
 }
 
-/* The symbol covering off (a link-time address), or NULL.  A sized symbol
- * that contains off wins over an unsized one before it. */
 int
 ps_elf_load(const char *path, const ElfW(Phdr) *mem, uint32_t phnum, struct ps_symtab *t)
 {
 	return load_file_at(path, mem, phnum, t, 0);
 }
 
+/* ---- tables shared by every object list of this process -------------- */
+
+/* One file's table, as stat(2) saw the file before and after it was read
+ * (an entry whose file changed meanwhile is never shared: dev 0, ino 0). */
+struct shared_tab {
+	struct ps_symtab tab;   /* first: what ps_elf_get hands out */
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	struct timespec mtime;
+	uint32_t refs;
+	uint64_t released;      /* tabs_clock at the last ps_elf_put */
+	struct shared_tab *next;
+};
+
+/* The tables read, in use or idle.  Owned by whoever holds the worker's
+ * lock (uploader/worker.c): every pass, scrape and session end that
+ * reads symbols runs under it, in the helper's loop, the listener's
+ * connections or thread mode's uploader. */
+static struct shared_tab *tabs;
+static uint32_t tabs_idle;
+static uint64_t tabs_clock;
+
+static int
+same_file(const struct shared_tab *e, const struct stat *st)
+{
+	return e->dev == st->st_dev && e->ino == st->st_ino && e->size == st->st_size &&
+	       e->mtime.tv_sec == st->st_mtim.tv_sec && e->mtime.tv_nsec == st->st_mtim.tv_nsec;
+}
+
+/* Free the idle table released longest ago. */
+static void
+evict_one(void)
+{
+	struct shared_tab **p, **old = NULL, *e;
+
+	for (p = &tabs; *p; p = &(*p)->next)
+		if ((*p)->refs == 0 && (!old || (*p)->released < (*old)->released))
+			old = p;
+	if (!old)
+		return;
+	e = *old;
+	*old = e->next;
+	tabs_idle--;
+	ps_symtab_free(&e->tab);
+	free(e);
+}
+
+int
+ps_elf_get(const char *path, const ElfW(Phdr) *mem, uint32_t phnum, const struct ps_symtab **out)
+{
+	struct shared_tab *e = NULL;
+	struct stat before, after;
+	int known = stat(path, &before) == 0, rc;
+
+	if (known) {
+		for (e = tabs; e; e = e->next)
+			if (same_file(e, &before))
+				break;
+		if (e && e->refs++ == 0)
+			tabs_idle--;
+		if (e) {
+			*out = &e->tab;
+			return 0;
+		}
+	}
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	rc = load_file_at(path, mem, phnum, &e->tab, 0);
+	if (rc) {
+		free(e);
+		return rc;
+	}
+	/* Shared only when the file read is the one stat(2) saw. */
+	if (known && stat(path, &after) == 0 && before.st_dev == after.st_dev &&
+	    before.st_ino == after.st_ino && before.st_size == after.st_size &&
+	    before.st_mtim.tv_sec == after.st_mtim.tv_sec &&
+	    before.st_mtim.tv_nsec == after.st_mtim.tv_nsec) {
+		e->dev = after.st_dev;
+		e->ino = after.st_ino;
+		e->size = after.st_size;
+		e->mtime = after.st_mtim;
+	}
+	e->refs = 1;
+	e->next = tabs;
+	tabs = e;
+	*out = &e->tab;
+	return 1;
+}
+
+void
+ps_elf_put(const struct ps_symtab *t)
+{
+	struct shared_tab *e = (struct shared_tab *)t;
+	int unfindable;
+
+	if (!t)
+		return;
+	if (--e->refs == 0) {
+		tabs_idle++;
+		/* One that no ps_elf_get can find (its file changed while it
+		 * was read) goes first. */
+		unfindable = e->dev == 0 && e->ino == 0;
+		e->released = unfindable ? 0 : ++tabs_clock;
+		while (tabs_idle > PS_ELF_IDLE_TABS || unfindable) {
+			evict_one();
+			unfindable = 0;
+		}
+	}
+}
+
+/* The symbol covering off (a link-time address), or NULL.  A sized symbol
+ * that contains off wins over an unsized one before it. */
 const struct ps_sym *
 ps_elf_find_sym(const struct ps_symtab *t, uint64_t off)
 {

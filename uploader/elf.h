@@ -44,6 +44,24 @@ struct ps_symtab {
 int ps_elf_load(const char *path, const ElfW(Phdr) *mem, uint32_t phnum,
 		struct ps_symtab *t) PS_WUR;
 
+/* ps_elf_load's table of the file at path, shared: a process tree's
+ * helper serves one program after another, and they load the same
+ * objects, so libc's .symtab is read and sorted once for all of them.
+ * Tables are keyed by what stat(2) says of the file (device, inode, size,
+ * modification time); one is shared only if the file did not change while
+ * it was read.  The program headers are checked at the first read only:
+ * the same file has the same ones.  Returns 1 (the file was read now) or
+ * 0 (another reader had read it) and a reference in *out, which stays
+ * valid and unchanged until ps_elf_put; or as ps_elf_load.
+ * The PS_ELF_IDLE_TABS tables released last are kept for the next
+ * program.  Context: under the worker's lock, as every use of symbols. */
+#define PS_ELF_IDLE_TABS 64
+int ps_elf_get(const char *path, const ElfW(Phdr) *mem, uint32_t phnum,
+	       const struct ps_symtab **out) PS_WUR;
+
+/* Release a reference from ps_elf_get.  NULL is allowed. */
+void ps_elf_put(const struct ps_symtab *t);
+
 /* The symbol covering off (a link-time address), or NULL.  A sized symbol
  * that contains off wins over an unsized one before it. */
 const struct ps_sym *ps_elf_find_sym(const struct ps_symtab *t, uint64_t off);

@@ -47,7 +47,7 @@ module_free(struct ps_module *m)
 	free(m->base);
 	free(m->shown);
 	free(m->phdr);
-	ps_symtab_free(&m->tab);
+	ps_elf_put(m->tab);
 }
 
 static void
@@ -201,7 +201,7 @@ carry_over(struct ps_modules *s, struct ps_module *v, uint32_t n)
 			continue;
 		v[i].state = old->state;
 		v[i].tab = old->tab;
-		memset(&old->tab, 0, sizeof(old->tab));
+		old->tab = NULL;
 		old->state = PS_MOD_NEW;
 		kept++;
 	}

@@ -30,8 +30,8 @@ struct ps_module {
 				 * or "[vdso]", "[anon]" when it has none */
 	ElfW(Phdr) *phdr;       /* owned copy; NULL: do not check the file */
 	uint32_t phnum;
-	int state;              /* PS_MOD_*; tab is filled when PS_MOD_READY */
-	struct ps_symtab tab;
+	int state;              /* PS_MOD_*; tab is set when PS_MOD_READY */
+	const struct ps_symtab *tab; /* a reference (ps_elf_get), or NULL */
 };
 
 struct ps_modules {

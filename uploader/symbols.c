@@ -60,8 +60,9 @@ struct ps_symbols {
 	struct ps_buf src;      /* strings of the last ps_symbols_source */
 	char region[PATH_MAX];  /* file of the last ps_symbols_mapping outside
 				 * every object */
-	/* The symbol cache (symcache.h): one per build ID met, kept when
-	 * the object is unloaded (it may come back). */
+	/* The symbol caches (symcache.h) of the build IDs met: references to
+	 * the process's shared ones, kept when the object is unloaded (it
+	 * may come back). */
 	char cache_dir[PATH_MAX]; /* "": none */
 	uint64_t cache_cap;
 	int cache_checked;      /* the directory was checked, once */
@@ -295,10 +296,13 @@ load_module(struct ps_symbols *s, struct ps_module *m)
 {
 	int rc;
 
-	s->st.files++;
-	rc = ps_elf_load(m->path, m->phdr, m->phnum, &m->tab);
+	rc = ps_elf_get(m->path, m->phdr, m->phnum, &m->tab);
+	if (rc == 0)
+		s->st.shared++;
+	else
+		s->st.files++;
 	/* Out of memory is not the file's fault: read it again next time. */
-	m->state = rc == 0 ? PS_MOD_READY : rc == -ENOMEM ? PS_MOD_NEW : PS_MOD_NOFILE;
+	m->state = rc >= 0 ? PS_MOD_READY : rc == -ENOMEM ? PS_MOD_NEW : PS_MOD_NOFILE;
 	return rc == -ENOMEM ? rc : 0;
 }
 
@@ -314,9 +318,9 @@ resolve(struct ps_symbols *s, struct ps_module *m, uintptr_t ip)
 	if (m->state == PS_MOD_NEW && load_module(s, m))
 		return -ENOMEM;
 	if (m->state == PS_MOD_READY) {
-		sym = ps_elf_find_sym(&m->tab, ip - m->bias);
+		sym = ps_elf_find_sym(m->tab, ip - m->bias);
 		if (sym) {
-			put_func(s, (char *)m->tab.names.data + (sym->name & PS_SYM_OFF));
+			put_func(s, (char *)m->tab->names.data + (sym->name & PS_SYM_OFF));
 			return PS_SYM_FUNC;
 		}
 	} else if (s->mods.only ? vdso_dladdr(m, ip, &di) :
@@ -385,7 +389,7 @@ ps_symbols_free(struct ps_symbols *s)
 	ps_modules_free(&s->mods);
 	ps_dwarf_free(s->dwarf);
 	for (uint32_t i = 0; i < s->ncaches; i++)
-		ps_symcache_free(s->caches[i].c);
+		ps_symcache_put(s->caches[i].c);
 	free(s->caches);
 	ps_buf_free(&s->src);
 	free(s->ips);
@@ -479,12 +483,12 @@ ps_symbols_use_cache(struct ps_symbols *s, const char *dir, uint64_t cap)
 static struct ps_symcache *
 object_cache(struct ps_symbols *s, const struct ps_module *m)
 {
-	const struct ps_symtab *t = &m->tab;
+	const struct ps_symtab *t = m->tab;
 	struct ps_symcache_stats cs;
 	struct objcache *v;
 	const char *why;
 	uint32_t i;
-	int rc;
+	int rc, opened;
 
 	if (!s->cache_dir[0] || m->state != PS_MOD_READY || t->build_id_len == 0 ||
 	    t->build_id_len > sizeof(v->id))
@@ -512,10 +516,13 @@ object_cache(struct ps_symbols *s, const struct ps_module *m)
 	memcpy(v->id, t->build_id, t->build_id_len);
 	v->idlen = t->build_id_len;
 	v->c = NULL;
-	if (ps_symcache_open(s->cache_dir, t->build_id, t->build_id_len, s->cache_cap, &v->c))
+	if (ps_symcache_get(s->cache_dir, t->build_id, t->build_id_len, s->cache_cap, &v->c,
+			    &opened))
 		v->c = NULL;
 	s->ncaches++;
-	if (v->c) {
+	if (v->c && !opened)
+		s->st.cache_shared++;
+	if (v->c && opened) {
 		ps_symcache_get_stats(v->c, &cs);
 		s->st.cache_files += (uint32_t)cs.loaded;
 		if (cs.rejected) {
@@ -562,7 +569,7 @@ complete(struct ps_symbols *s, uintptr_t ip, struct ps_symcache *c)
 
 	if (!m || m->state != PS_MOD_READY || object_cache(s, m) != c)
 		return;
-	sym = ps_elf_find_sym(&m->tab, ip - m->bias);
+	sym = ps_elf_find_sym(m->tab, ip - m->bias);
 	if (!sym || !(sym->name & PS_SYM_SIZED) ||
 	    ps_symcache_gap(c, sym->lo, sym->lo + sym->len) == sym->lo + sym->len)
 		return;
@@ -716,8 +723,8 @@ ps_symbols_mapping(struct ps_symbols *s, uintptr_t ip, struct ps_map_info *out)
 	}
 	out->file = m->shown;
 	/* The vDSO is named through dladdr; a file by its symbol table. */
-	out->has_functions = m->state == PS_MOD_READY ? m->tab.n > 0 : 1;
-	for (i = 0; i < m->tab.build_id_len; i++)
-		snprintf(out->build_id + 2 * i, 3, "%02x", m->tab.build_id[i]);
+	out->has_functions = m->state == PS_MOD_READY ? m->tab->n > 0 : 1;
+	for (i = 0; m->tab && i < m->tab->build_id_len; i++)
+		snprintf(out->build_id + 2 * i, 3, "%02x", m->tab->build_id[i]);
 	return 0;
 }

@@ -41,11 +41,14 @@ struct ps_symbols_stats {
 	uint64_t cache_hits;  /* answered from the IP cache */
 	uint64_t scans;       /* dl_iterate_phdr walks of the object list */
 	uint64_t files;       /* ELF files read */
+	uint64_t shared;      /* objects whose symbols another program's
+			       * reader had read already (elf.h ps_elf_get) */
 	uint64_t flushes;     /* IP cache emptied because it was full */
 	uint64_t src_lookups; /* DWARF look-ups (ps_symbols_source) */
 	uint64_t src_cached;  /* source look-ups answered by the symbol cache */
 	uint64_t src_filled;  /* ranges put in it to complete functions */
 	uint32_t cache_files; /* symbol cache files read */
+	uint32_t cache_shared; /* symbol caches another reader had open */
 	uint32_t cache_rejected; /* symbol cache files there but not used */
 	int cache_full;       /* an object's cache reached its size bound */
 	int dwarf_over_cap;   /* the DWARF memory cap stopped look-ups */

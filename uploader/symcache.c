@@ -76,6 +76,11 @@ struct ps_symcache {
 	int dirty;              /* added to since the last save */
 	int full;               /* its file would pass the bound: no more */
 	int loaded, rejected;
+	/* Shared (ps_symcache_get): readers holding it, when the last let
+	 * it go, the next in `shared`. */
+	uint32_t refs;
+	uint64_t released;
+	struct ps_symcache *next;
 };
 
 /* ---- the directory ----------------------------------------------------- */
@@ -633,6 +638,64 @@ ps_symcache_free(struct ps_symcache *c)
 	free(c->pool);
 	free(c->strs);
 	free(c);
+}
+
+/* ---- caches shared by every symbol reader of this process ------------- */
+
+/* The caches opened through ps_symcache_get, in use or idle.  Owned by
+ * whoever holds the worker's lock (uploader/worker.c), as every use of
+ * symbols is. */
+static struct ps_symcache *shared;
+static uint32_t shared_idle;
+static uint64_t shared_clock;
+
+int
+ps_symcache_get(const char *dir, const uint8_t *id, size_t idlen, uint64_t cap,
+		struct ps_symcache **out, int *opened)
+{
+	struct ps_symcache *c;
+	int rc;
+
+	*opened = 0;
+	for (c = shared; c; c = c->next)
+		if (c->idlen == idlen && memcmp(c->id, id, idlen) == 0 && strcmp(c->dir, dir) == 0)
+			break;
+	if (c) {
+		if (c->refs++ == 0)
+			shared_idle--;
+		*out = c;
+		return 0;
+	}
+	rc = ps_symcache_open(dir, id, idlen, cap, &c);
+	if (rc)
+		return rc;
+	c->refs = 1;
+	c->next = shared;
+	shared = c;
+	*opened = 1;
+	*out = c;
+	return 0;
+}
+
+void
+ps_symcache_put(struct ps_symcache *c)
+{
+	struct ps_symcache **p, **old;
+
+	if (!c || --c->refs > 0)
+		return;
+	c->released = ++shared_clock;
+	shared_idle++;
+	while (shared_idle > PS_SYMCACHE_IDLE) {
+		old = NULL;
+		for (p = &shared; *p; p = &(*p)->next)
+			if ((*p)->refs == 0 && (!old || (*p)->released < (*old)->released))
+				old = p;
+		c = *old;
+		*old = c->next;
+		shared_idle--;
+		ps_symcache_free(c);    /* saves what it learned */
+	}
 }
 
 void

@@ -58,6 +58,21 @@ int ps_symcache_open(const char *dir, const uint8_t *id, size_t idlen, uint64_t 
 /* Save (ps_symcache_save) and release.  NULL is allowed. */
 void ps_symcache_free(struct ps_symcache *c);
 
+/* ps_symcache_open's cache of (dir, id), shared by every symbol reader of
+ * the process: a process tree's helper serves one program after another,
+ * and each would read and inflate libc's file again.  The first caller's
+ * cap holds.  Returns 0 and a reference in *out, with *opened 1 when the
+ * file was read now (0: the cache was open already), or as
+ * ps_symcache_open.  The PS_SYMCACHE_IDLE caches released last stay
+ * open for the next program.  Context: under the worker's lock, as every
+ * use of symbols. */
+#define PS_SYMCACHE_IDLE 64
+int ps_symcache_get(const char *dir, const uint8_t *id, size_t idlen, uint64_t cap,
+		    struct ps_symcache **out, int *opened) PS_WUR;
+
+/* Release a reference from ps_symcache_get.  NULL is allowed. */
+void ps_symcache_put(struct ps_symcache *c);
+
 /* The chain at link-time address addr into out[0..max), and in *end the
  * end of the range that holds addr.  Returns the number of frames (0:
  * DWARF has no line there), or -ENOENT when addr is in no kept range.

@@ -26,7 +26,7 @@ from test_lines import assert_hot_lines
 
 LOOKUPS = re.compile(r"source lines: (\d+) looked up in DWARF \(libdw (?:not )?loaded, \d+ objects "
                      r"without debug information\), (\d+) answered by the symbol "
-                     r"cache \((\d+) files read, (\d+) not used")
+                     r"cache \((\d+) files read, \d+ already open, (\d+) not used")
 
 
 @unittest.skipUnless(have_go(), "go tool pprof is not installed")

@@ -299,3 +299,41 @@ class Trees(ShimTest):
         early, late = max(rss[80:100]), max(rss[-30:-5])
         self.assertLess(late, early + 4 * 1024, "helper RSS %d KiB at the end, %d at the "
                         "100th session" % (late, early))
+
+    def symbol_counts(self, n, extra):
+        """Run n `echo x | sed s/x/y/` in one tree, every allocation
+        sampled so that every sed's session names frames in sed and libc;
+        per session, the debug log's (objects read, objects another
+        session had read, cache files read, caches another had open)."""
+        env = self.env(dict({"PYROSCOPE_LOG_LEVEL": "debug",
+                             "PYROSCOPE_PROFILING_ALLOC_ENABLED": "true",
+                             "PYROSCOPE_ALLOC_SAMPLE_BYTES": "1"}, **extra))
+        r = run(["bash", "-c", "for i in {1..%d}; do echo x | sed s/x/y/; done" % n], env)
+        self.assertEqual((r.rc, r.out, r.err), (0, b"y\n" * n, b""))
+        deadline = time.monotonic() + 30
+        while "helper used" not in self.log_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertEqual(self.helpers_started(), 1)
+        rows = [tuple(int(v) for v in m) for m in re.findall(
+            r"symbols: (\d+) objects read, (\d+) already read for another program; .*"
+            r"symbol cache \((\d+) files read, (\d+) already open", self.log_text())]
+        self.assertGreaterEqual(len(rows), n, self.log_text()[-3000:])
+        os.unlink(self.log)
+        return [sum(col) for col in zip(*rows)]
+
+    def test_a_trees_programs_read_each_object_once(self):
+        """Symbols once per object for the whole tree (issue 22, part 2).
+        30 sed processes: without sharing every session reads sed's and
+        libc's symbols itself (60 reads or more); shared, each object of
+        the tree is read once, bash's, sed's and their libraries' (fewer
+        than 20).  Then the symbol cache: a first tree fills it, and in a
+        second of 10 processes each object's cache file is read once
+        (fewer than 10 in all), not once per session."""
+        read, shared, _, _ = self.symbol_counts(30, {"PYROSCOPE_DWARF_MEMORY": "0"})
+        self.assertLess(read, 20)
+        self.assertGreaterEqual(shared, 2 * 29)
+        cache = {"XDG_CACHE_HOME": os.path.join(self.tmp, "xdg")}
+        self.symbol_counts(2, cache)
+        _, _, files, already = self.symbol_counts(10, cache)
+        self.assertLess(files, 10)
+        self.assertGreaterEqual(already, 9)
