@@ -525,6 +525,7 @@ take_birth(struct birth *b, int orphans)
 	struct session *s;
 	size_t len = (sizeof(*s) + 4095) & ~(size_t)4095;
 	int fd[3] = { -1, -1, -1 }, i, ok = 0;
+	const char *why = "out of memory";
 	uint64_t w = atomic_load_explicit(&b->word, memory_order_acquire);
 	pid_t pid = (pid_t)(w >> 8);
 	unsigned k;
@@ -543,8 +544,9 @@ take_birth(struct birth *b, int orphans)
 	}
 	s->len = len;
 	s->pidfd = -1;
+	why = "its parent is gone: nothing to copy the settings from";
 	if (!px)
-		goto out;   /* its parent is gone: nothing to copy the settings from */
+		goto out;
 	s->pid = pid;
 	s->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	for (i = 0; i < 3; i++)
@@ -556,6 +558,7 @@ take_birth(struct birth *b, int orphans)
 		s->lt.c = map_fd(fd[2], b->lt.map_len, b->id[2], NULL);
 		s->lt.map_len = b->lt.map_len;
 	}
+	why = s->pidfd < 0 ? "it is gone" : "its tables are not the memfds it announced";
 	if (s->pidfd < 0 || !s->c || !s->st.c || (px->lt && !s->lt.c) ||
 	    ps_stacktab_view(&s->st, &b->st, s->st.c) ||
 	    (px->lt && ps_livetab_view(&s->lt, &b->lt, s->lt.c)))
@@ -581,6 +584,11 @@ out:
 	for (i = 0; i < 3; i++)
 		if (fd[i] >= 0)
 			close(fd[i]);
+	/* The child cannot say it (it learns it in its exit), so the
+	 * helper does. */
+	if (!ok)
+		ps_info("uploader: fork child %d of %d not taken (%s): it makes a helper of its "
+			"own", (int)pid, (int)b->ppid, why);
 	if (!ok && s)
 		session_unmap(s);
 	atomic_store_explicit(&b->word, BIRTH_FREE, memory_order_release);
@@ -1085,6 +1093,10 @@ middle(void *arg)
 		helper_main();
 	if (pid > 0)
 		atomic_store(&c->helper_pid, pid);
+	/* A tree's leader: its children may announce themselves from now
+	 * on, before the helper runs (born() asks whether it lives). */
+	if (pid > 0 && tree_fd >= 0 && tree_bell)
+		atomic_store(&tree_bell->helper_pid, pid);
 	syscall(SYS_exit, pid < 0 ? 1 : 0);
 	return 0;
 }
