@@ -191,7 +191,7 @@ check_window(struct ps_dwarf *d, const struct object *o, uintptr_t start, size_t
 	int n, ranges = 0;
 
 	while (a < start + len) {
-		n = ps_dwarf_lookup(d, o->path, o->bias, a, f, 16, valid);
+		n = ps_dwarf_lookup(d, o->path, 0, o->bias, a, f, 16, valid);
 		ck_assert_int_ge(n, 0);
 		if (valid[1] <= valid[0] || n == 0) {
 			a++;
@@ -202,7 +202,7 @@ check_window(struct ps_dwarf *d, const struct object *o, uintptr_t start, size_t
 		copy_answer(&want, f, n);
 		*inlined += n > 1;
 		for (b = valid[0]; b < valid[1];) {
-			ck_assert_int_eq(ps_dwarf_lookup(d, o->path, o->bias, b, f, 16, v2), n);
+			ck_assert_int_eq(ps_dwarf_lookup(d, o->path, 0, o->bias, b, f, 16, v2), n);
 			copy_answer(&got, f, n);
 			ck_assert_msg(same_answer(&want, &got),
 				      "%s+%lx: %s:%d, but %s:%d at +%lx in the same range",
@@ -306,7 +306,7 @@ check_function(struct ps_dwarf *d, const struct object *o, uintptr_t addr, int *
 		p->a = calloc(4096, sizeof(*p->a));
 	ck_assert_ptr_nonnull(p->a);
 	sym_extent(o, addr, &lo, &hi);
-	n = ps_dwarf_function(d, o->path, o->bias, addr, lo, hi, 16, take_piece, p);
+	n = ps_dwarf_function(d, o->path, 0, o->bias, addr, lo, hi, 16, take_piece, p);
 	ck_assert_int_eq(n, p->n);
 	if (n == 0)
 		return 0;
@@ -317,7 +317,7 @@ check_function(struct ps_dwarf *d, const struct object *o, uintptr_t addr, int *
 	for (i = 0; i < p->n; i++) {
 		*inlined += p->a[i].n > 1;
 		for (b = p->lo[i]; b < p->hi[i];) {
-			n = ps_dwarf_lookup(d, o->path, o->bias, b, f, 16, v);
+			n = ps_dwarf_lookup(d, o->path, 0, o->bias, b, f, 16, v);
 			copy_answer(&got, f, n);
 			ck_assert_msg(same_answer(&p->a[i], &got),
 				      "%s+%lx: the walk says %s:%d (%d frames), a look-up %s:%d (%d)",
@@ -382,6 +382,85 @@ START_TEST(function_walk_covers_assembly_by_its_symbol)
 	ck_assert_uint_eq(walked.hi[0], hi);
 	ck_assert_int_eq(walked.a[0].n, 0);
 	ck_assert_int_eq(inlined, 0);
+	ps_dwarf_free(d);
+}
+END_TEST
+
+/* One file, two programs: a reader that knows the file's identity answers
+ * a second program that maps it elsewhere (libc at another load bias, as
+ * ASLR puts it) with the same frames, its ranges moved by the
+ * difference, from the object it reported for the first; the function
+ * walk too.  ps_dwarf_drop lets the object go once the file is gone. */
+static int
+one_alive(uint64_t id)
+{
+	return id == 1;
+}
+
+static int
+none_alive(uint64_t id)
+{
+	(void)id;
+	return 0;
+}
+
+START_TEST(dwarf_one_file_at_two_addresses)
+{
+	static const char *const libc_funcs[] = { "malloc", "qsort", "strtod", "vfprintf" };
+	const uintptr_t moved = 0x7000000;
+	struct object libc = { .want = "libc.so.6" };
+	struct ps_dwarf_frame f[16];
+	struct ps_dwarf_stats st;
+	struct answer want, got;
+	struct pieces *p = &walked;
+	uintptr_t a, v[2], w[2], lo, hi, plo[64], phi[64];
+	struct ps_dwarf *d;
+	int i, k, n, m, checked = 0, np;
+
+	ck_assert_int_eq(dl_iterate_phdr(find_object, &libc), 1);
+	ck_assert_int_eq(ps_dwarf_new(&d, 1ull << 30, 0), 0);
+	for (i = 0; i < (int)(sizeof(libc_funcs) / sizeof(*libc_funcs)); i++) {
+		for (a = libc_fn(libc_funcs[i]); a < libc_fn(libc_funcs[i]) + 256; a += 7) {
+			n = ps_dwarf_lookup(d, libc.path, 1, libc.bias, a, f, 16, v);
+			copy_answer(&want, f, n);
+			m = ps_dwarf_lookup(d, libc.path, 1, libc.bias + moved, a + moved, f, 16, w);
+			copy_answer(&got, f, m);
+			ck_assert_msg(same_answer(&want, &got), "libc+%lx: another answer at +%lx",
+				      (unsigned long)(a - libc.bias), (unsigned long)moved);
+			ck_assert_uint_eq(w[0], v[0] + (v[1] > v[0] ? moved : 0));
+			ck_assert_uint_eq(w[1], v[1] + (v[1] > v[0] ? moved : 0));
+			checked += n > 0;
+		}
+	}
+	ck_assert_msg(checked > 100, "only %d addresses with lines", checked);
+	ps_dwarf_get_stats(d, &st);
+	ck_assert_uint_eq(st.objects, 1);        /* reported once */
+	/* The function walk: the same pieces, moved. */
+	if (!p->a)
+		p->a = calloc(4096, sizeof(*p->a));
+	ck_assert_ptr_nonnull(p->a);
+	a = libc_fn("qsort");
+	sym_extent(&libc, a, &lo, &hi);
+	p->n = p->gap = 0;
+	np = ps_dwarf_function(d, libc.path, 1, libc.bias, a, lo, hi, 16, take_piece, p);
+	ck_assert_int_gt(np, 0);
+	for (k = 0; k < np && k < 64; k++) {
+		plo[k] = p->lo[k];
+		phi[k] = p->hi[k];
+	}
+	p->n = p->gap = 0;
+	ck_assert_int_eq(ps_dwarf_function(d, libc.path, 1, libc.bias + moved, a + moved,
+					   lo + moved, hi + moved, 16, take_piece, p), np);
+	for (k = 0; k < np && k < 64; k++) {
+		ck_assert_uint_eq(p->lo[k], plo[k] + moved);
+		ck_assert_uint_eq(p->hi[k], phi[k] + moved);
+	}
+	ps_dwarf_drop(d, one_alive);
+	ps_dwarf_get_stats(d, &st);
+	ck_assert_uint_eq(st.objects, 1);
+	ps_dwarf_drop(d, none_alive);
+	ps_dwarf_get_stats(d, &st);
+	ck_assert_uint_eq(st.objects, 0);
 	ps_dwarf_free(d);
 }
 END_TEST
@@ -644,7 +723,7 @@ lookup_copy(const char *path, uintptr_t bias, struct ps_dwarf_stats *st, int deb
 	int n;
 
 	ck_assert_int_eq(ps_dwarf_new(&d, 1ull << 30, debuginfod), 0);
-	n = ps_dwarf_lookup(d, path, bias, (uintptr_t)check_window + 4, f, 16, valid);
+	n = ps_dwarf_lookup(d, path, 0, bias, (uintptr_t)check_window + 4, f, 16, valid);
 	if (n > 0)
 		ck_assert_str_eq(f[n - 1].name, "check_window");
 	ps_dwarf_get_stats(d, st);
@@ -737,6 +816,7 @@ symcache_suite(void)
 	tcase_add_test(tc, symcache_ranges_agree_with_dwarf);
 	tcase_add_test(tc, function_walk_agrees_with_lookups);
 	tcase_add_test(tc, function_walk_covers_assembly_by_its_symbol);
+	tcase_add_test(tc, dwarf_one_file_at_two_addresses);
 	tcase_add_test(tc, symcache_round_trips_and_cuts_overlaps);
 	tcase_add_test(tc, symcache_rejects_every_corrupted_byte);
 	tcase_add_test(tc, symcache_rejects_another_build_id_and_untrusted_files);

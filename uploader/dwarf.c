@@ -11,9 +11,13 @@
  * first DW_TAG_subprogram ends the chain.  This is what eu-addr2line -i
  * does, and what REFERENCES.md section 9 measured.
  *
- * Objects are reported to one Dwfl as they are first needed, keyed by
- * (path, bias); an object whose DWARF cannot be found is remembered as
- * such, so it is asked only once.
+ * Objects are reported as they are first needed, each to a Dwfl of its
+ * own (so that one can be let go: ps_dwarf_drop), keyed by the file's
+ * identity when the caller has one (elf.h ps_elf_file_id: any program that
+ * maps the file, at any address), else by (path, bias).  An object is
+ * reported at the load bias of its first caller; another caller's
+ * addresses are moved by the difference (shift()).  An object whose DWARF
+ * cannot be found is remembered as such, so it is asked only once.
  */
 #include "uploader/dwarf.h"
 
@@ -125,7 +129,9 @@ struct cu_range {
 
 struct object {
 	char *path;             /* owned */
-	uintptr_t bias;
+	uint64_t id;            /* the file's identity (elf.h), 0: none */
+	uintptr_t bias;         /* the bias it was reported at */
+	Dwfl *dwfl;             /* its own; NULL with mod */
 	Dwfl_Module *mod;       /* NULL: no DWARF to find, or libdw could not report it */
 	/* For objects without .debug_aranges (Go): every CU's ranges,
 	 * sorted, built at the first address libdw cannot place. */
@@ -136,8 +142,8 @@ struct object {
 
 struct ps_dwarf {
 	char paths[MAX_FRAMES][PATH_MAX];  /* joined file names of the last look-up */
-	Dwfl *dwfl;             /* NULL until the first look-up */
-	Dwfl_Callbacks cb;      /* must outlive dwfl */
+	int started;            /* libdw loaded, cb set: at the first object */
+	Dwfl_Callbacks cb;      /* must outlive every object's dwfl */
 	char *debuginfo_path;   /* cb's, owned */
 	struct object *obj;     /* owned, nobj entries */
 	uint32_t nobj, aobj;
@@ -147,6 +153,7 @@ struct ps_dwarf {
 	int over_cap;
 	int broken;             /* libdw missing or dwfl_begin failed */
 	uint32_t no_debug;      /* objects known to have no DWARF (object()) */
+	uint32_t opened;        /* objects whose DWARF libdw was given */
 	int debuginfod;         /* ps_dwarf_new's */
 };
 
@@ -177,6 +184,15 @@ ps_dwarf_new(struct ps_dwarf **out, uint64_t mem_cap, int debuginfod)
 	return 0;
 }
 
+static void
+object_free(struct object *o)
+{
+	if (o->dwfl)
+		dw.end(o->dwfl);
+	free(o->path);
+	free(o->cus);
+}
+
 void
 ps_dwarf_free(struct ps_dwarf *d)
 {
@@ -184,12 +200,8 @@ ps_dwarf_free(struct ps_dwarf *d)
 
 	if (!d)
 		return;
-	if (d->dwfl)
-		dw.end(d->dwfl);
-	for (i = 0; i < d->nobj; i++) {
-		free(d->obj[i].path);
-		free(d->obj[i].cus);
-	}
+	for (i = 0; i < d->nobj; i++)
+		object_free(&d->obj[i]);
 	free(d->obj);
 	free(d->debuginfo_path);
 	free(d);
@@ -204,9 +216,10 @@ ps_dwarf_over_cap(const struct ps_dwarf *d)
 void
 ps_dwarf_get_stats(const struct ps_dwarf *d, struct ps_dwarf_stats *st)
 {
-	st->loaded = d->dwfl != NULL;
+	st->loaded = d->started;
 	st->objects = d->nobj;
 	st->no_debug = d->no_debug;
+	st->opened = d->opened;
 }
 
 /* Past the cap, say so once and stop.  Checked every RSS_EVERY calls. */
@@ -233,7 +246,7 @@ check_cap(struct ps_dwarf *d, int now)
 static int
 start(struct ps_dwarf *d)
 {
-	if (d->dwfl)
+	if (d->started)
 		return 0;
 	if (d->broken || d->mem_cap == 0)
 		return -ENOSYS;
@@ -251,21 +264,18 @@ start(struct ps_dwarf *d)
 	d->cb.section_address = dw.section_address;
 	d->cb.debuginfo_path = &d->debuginfo_path;
 	d->rss_base = rss_bytes();
-	d->dwfl = dw.begin(&d->cb);
-	if (!d->dwfl) {
-		d->broken = 1;
-		return -ENOSYS;
-	}
+	d->started = 1;
 	return 0;
 }
 
 static struct object *
-find_object(struct ps_dwarf *d, const char *path, uintptr_t bias)
+find_object(struct ps_dwarf *d, const char *path, uint64_t id, uintptr_t bias)
 {
 	uint32_t i;
 
 	for (i = 0; i < d->nobj; i++)
-		if (d->obj[i].bias == bias && strcmp(d->obj[i].path, path) == 0)
+		if (id ? d->obj[i].id == id :
+			 d->obj[i].id == 0 && d->obj[i].bias == bias && strcmp(d->obj[i].path, path) == 0)
 			return &d->obj[i];
 	return NULL;
 }
@@ -278,9 +288,9 @@ find_object(struct ps_dwarf *d, const char *path, uintptr_t bias)
  * sample in a stripped program (cc1, as, sed) -- measured on Debian 12's
  * libdw 0.188.  Its mod stays NULL. */
 static struct object *
-object(struct ps_dwarf *d, const char *path, uintptr_t bias)
+object(struct ps_dwarf *d, const char *path, uint64_t id, uintptr_t bias)
 {
-	struct object *o = find_object(d, path, bias), *v;
+	struct object *o = find_object(d, path, id, bias), *v;
 	int possible;
 
 	if (d->broken || d->mem_cap == 0)
@@ -305,18 +315,50 @@ object(struct ps_dwarf *d, const char *path, uintptr_t bias)
 	o->path = strdup(path);
 	if (!o->path)
 		return NULL;
+	o->id = id;
 	o->bias = bias;
 	d->nobj++;
 	if (!possible) {
 		d->no_debug++;
 		return o;
 	}
-	dw.report_begin_add(d->dwfl);
+	o->dwfl = dw.begin(&d->cb);
+	if (!o->dwfl)
+		return o;
+	d->opened++;
+	dw.report_begin_add(o->dwfl);
 	/* add_p_vaddr false: `bias` is the load bias itself. */
-	o->mod = dw.report_elf(d->dwfl, path, path, -1, bias, false);
-	if (dw.report_end(d->dwfl, NULL, NULL) != 0)
+	o->mod = dw.report_elf(o->dwfl, path, path, -1, bias, false);
+	if (dw.report_end(o->dwfl, NULL, NULL) != 0)
 		o->mod = NULL;
+	if (!o->mod) {
+		dw.end(o->dwfl);
+		o->dwfl = NULL;
+	}
 	return o;
+}
+
+/* What to add to a caller's runtime addresses (at load bias `bias`) for
+ * o's, which was reported at o->bias: the same file, moved. */
+static uintptr_t
+shift(const struct object *o, uintptr_t bias)
+{
+	return o->bias - bias;
+}
+
+void
+ps_dwarf_drop(struct ps_dwarf *d, int (*alive)(uint64_t id))
+{
+	uint32_t i = 0;
+
+	while (d && i < d->nobj) {
+		if (d->obj[i].id && !alive(d->obj[i].id)) {
+			object_free(&d->obj[i]);
+			d->obj[i] = d->obj[--d->nobj];
+		} else {
+			i++;
+		}
+	}
 }
 
 static const char *
@@ -610,23 +652,17 @@ cu_of(struct object *o, Dwarf_Addr addr, Dwarf_Die *out, Dwarf_Addr *bias)
 	return dw.offdie(dbg, o->cus[lo - 1].die, out);
 }
 
-int
-ps_dwarf_lookup(struct ps_dwarf *d, const char *path, uintptr_t bias, uintptr_t addr,
-		struct ps_dwarf_frame *out, int max, uintptr_t valid[2])
+/* ps_dwarf_lookup in o, at o's runtime address addr. */
+static int
+lookup(struct ps_dwarf *d, struct object *o, uintptr_t addr, struct ps_dwarf_frame *out,
+       int max, uintptr_t valid[2])
 {
 	Dwarf_Die *cu, *sc = NULL, inner, cubuf;
 	Dwarf_Addr b, lo = 0, hi = UINT64_MAX;
 	Dwarf_Line *l;
-	struct object *o;
 	const char *file = NULL;
 	int line = 0, n;
 
-	if (!d || !path || !out || max <= 0 || !valid)
-		return -EINVAL;
-	valid[0] = valid[1] = 0;
-	o = object(d, path, bias);
-	if (!o || !o->mod || d->over_cap)
-		return 0;
 	cu = cu_of(o, addr, &cubuf, &b);
 	if (!cu) {
 		/* DWARF that covers no code here (assembly without lines):
@@ -654,6 +690,29 @@ ps_dwarf_lookup(struct ps_dwarf *d, const char *path, uintptr_t bias, uintptr_t 
 	if (n > 0 && lo <= addr - b && addr - b < hi) {
 		valid[0] = (uintptr_t)(lo + b);
 		valid[1] = (uintptr_t)(hi + b);
+	}
+	return n;
+}
+
+int
+ps_dwarf_lookup(struct ps_dwarf *d, const char *path, uint64_t id, uintptr_t bias,
+		uintptr_t addr, struct ps_dwarf_frame *out, int max, uintptr_t valid[2])
+{
+	struct object *o;
+	int n;
+
+	if (!d || !path || !out || max <= 0 || !valid)
+		return -EINVAL;
+	valid[0] = valid[1] = 0;
+	o = object(d, path, id, bias);
+	if (!o || !o->mod || d->over_cap)
+		return 0;
+	/* In o's addresses here; valid[] is moved back at the end. */
+	addr += shift(o, bias);
+	n = lookup(d, o, addr, out, max, valid);
+	if (valid[1] > valid[0]) {
+		valid[0] -= shift(o, bias);
+		valid[1] -= shift(o, bias);
 	}
 	return n;
 }
@@ -795,7 +854,8 @@ chain_at(struct ps_dwarf *d, Dwarf_Die *cu, Dwarf_Die *fn, const struct walk *w,
  * a line are joined into one range.  Stops where the look-up gives no
  * range (libdw missing, the cap), at MAX_PIECES steps, or when emit says. */
 static int
-walk_lookups(struct ps_dwarf *d, const char *path, uintptr_t bias, uintptr_t lo, uintptr_t hi,
+walk_lookups(struct ps_dwarf *d, const char *path, uint64_t id, uintptr_t bias, uintptr_t lo,
+	     uintptr_t hi,
 	     int max, int (*emit)(void *, uintptr_t, uintptr_t, const struct ps_dwarf_frame *, int),
 	     void *arg)
 {
@@ -804,7 +864,7 @@ walk_lookups(struct ps_dwarf *d, const char *path, uintptr_t bias, uintptr_t lo,
 	int n, pieces = 0, steps;
 
 	for (steps = 0; a < hi && steps < MAX_PIECES; steps++, a = end) {
-		n = ps_dwarf_lookup(d, path, bias, a, f, max, v);
+		n = ps_dwarf_lookup(d, path, id, bias, a, f, max, v);
 		if (n < 0 || v[1] <= a || v[0] > a)
 			break;
 		end = v[1] < hi ? v[1] : hi;
@@ -827,7 +887,7 @@ walk_lookups(struct ps_dwarf *d, const char *path, uintptr_t bias, uintptr_t lo,
 }
 
 int
-ps_dwarf_function(struct ps_dwarf *d, const char *path, uintptr_t bias, uintptr_t addr,
+ps_dwarf_function(struct ps_dwarf *d, const char *path, uint64_t id, uintptr_t bias, uintptr_t addr,
 		  uintptr_t sym_lo, uintptr_t sym_hi, int max,
 		  int (*emit)(void *arg, uintptr_t lo, uintptr_t hi, const struct ps_dwarf_frame *f,
 			      int n),
@@ -839,6 +899,7 @@ ps_dwarf_function(struct ps_dwarf *d, const char *path, uintptr_t bias, uintptr_
 	Dwarf_Lines *lines;
 	struct walk w;
 	Dwarf_Addr b, a, at, base, rlo, rhi;
+	uintptr_t moved;
 	struct object *o;
 	Dwarf_Line *l;
 	size_t nl, i;
@@ -847,13 +908,15 @@ ps_dwarf_function(struct ps_dwarf *d, const char *path, uintptr_t bias, uintptr_
 
 	if (!d || !path || !emit || max <= 0)
 		return -EINVAL;
-	o = object(d, path, bias);
+	o = object(d, path, id, bias);
 	if (!o || !o->mod || d->over_cap)
 		return 0;
-	cu = cu_of(o, addr, &cubuf, &b);
+	/* The walk is in o's addresses; the pieces are moved back. */
+	moved = shift(o, bias);
+	cu = cu_of(o, addr + moved, &cubuf, &b);
 	if (!cu)
-		return walk_lookups(d, path, bias, sym_lo, sym_hi, max, emit, arg);
-	a = addr - b;
+		return walk_lookups(d, path, id, bias, sym_lo, sym_hi, max, emit, arg);
+	a = addr + moved - b;
 	/* The function: the first subprogram enclosing the innermost scope. */
 	n = dw.getscopes(cu, a, &sc);
 	if (n > 0)
@@ -866,7 +929,7 @@ ps_dwarf_function(struct ps_dwarf *d, const char *path, uintptr_t bias, uintptr_
 	free(sc);
 	free(up);
 	if (!found)
-		return walk_lookups(d, path, bias, sym_lo, sym_hi, max, emit, arg);
+		return walk_lookups(d, path, id, bias, sym_lo, sym_hi, max, emit, arg);
 	memset(&w, 0, sizeof(w));
 	for (r = 0; (r = dw.ranges(&fn, r, &base, &rlo, &rhi)) > 0;)
 		if (rlo <= a && a < rhi) {
@@ -896,7 +959,7 @@ ps_dwarf_function(struct ps_dwarf *d, const char *path, uintptr_t bias, uintptr_
 			if (l && row_ends(l))
 				at = a + 1;     /* see cut_row */
 			n = chain_at(d, cu, &fn, &w, files, a, f, max);
-			if (emit(arg, (uintptr_t)(a + b), (uintptr_t)(at + b), f, n))
+			if (emit(arg, (uintptr_t)(a + b) - moved, (uintptr_t)(at + b) - moved, f, n))
 				break;
 			pieces++;
 		}

@@ -62,7 +62,9 @@ void ps_dwarf_free(struct ps_dwarf *d);
 
 /* The inlined chain of the instruction at runtime address `addr`, in the
  * object file `path` loaded with load bias `bias` (runtime minus link-time
- * address): out[0] is the innermost inlined function, each next one its
+ * address).  `id`: the file's identity (elf.h ps_elf_file_id), which lets
+ * every program that maps the file share what was read of its DWARF; 0:
+ * none, the object is (path, bias).  out[0] is the innermost inlined function, each next one its
  * caller, the last the function that holds the code.  At most `max`
  * frames (the outermost ones are dropped past it).
  * valid[0..1] gets the runtime range [lo, hi) around addr whose every
@@ -73,8 +75,8 @@ void ps_dwarf_free(struct ps_dwarf *d);
  * Returns the number of frames; 0 when there is no line information for
  * addr (no debug information, libdw missing, the memory cap reached);
  * -EINVAL on bad arguments. */
-int ps_dwarf_lookup(struct ps_dwarf *d, const char *path, uintptr_t bias, uintptr_t addr,
-		    struct ps_dwarf_frame *out, int max, uintptr_t valid[2]);
+int ps_dwarf_lookup(struct ps_dwarf *d, const char *path, uint64_t id, uintptr_t bias,
+		    uintptr_t addr, struct ps_dwarf_frame *out, int max, uintptr_t valid[2]);
 
 /* Every answer of ps_dwarf_lookup in the function (DWARF subprogram) that
  * holds runtime address addr, in one walk: emit(arg, lo, hi, f, n) for
@@ -88,11 +90,17 @@ int ps_dwarf_lookup(struct ps_dwarf *d, const char *path, uintptr_t bias, uintpt
  * ranges emitted; 0 when there is no DWARF in the object (as
  * ps_dwarf_lookup), or the function has more than a few thousand inlined
  * subroutines or ranges; -EINVAL. */
-int ps_dwarf_function(struct ps_dwarf *d, const char *path, uintptr_t bias, uintptr_t addr,
-		      uintptr_t sym_lo, uintptr_t sym_hi, int max,
+int ps_dwarf_function(struct ps_dwarf *d, const char *path, uint64_t id, uintptr_t bias,
+		      uintptr_t addr, uintptr_t sym_lo, uintptr_t sym_hi, int max,
 		      int (*emit)(void *arg, uintptr_t lo, uintptr_t hi,
 				  const struct ps_dwarf_frame *f, int n),
 		      void *arg);
+
+/* Let go of the objects whose identity alive() says no program of this
+ * process maps any more (nor will: a file's identity is never reused), so
+ * that a long-lived tree's helper holds the DWARF of what its programs
+ * still map, not of every file they ever did.  Context: the owner. */
+void ps_dwarf_drop(struct ps_dwarf *d, int (*alive)(uint64_t id));
 
 /* 1 once the memory cap stopped look-ups. */
 int ps_dwarf_over_cap(const struct ps_dwarf *d);
@@ -102,6 +110,7 @@ struct ps_dwarf_stats {
 	int loaded;             /* libdw was loaded and a Dwfl begun */
 	uint32_t objects;       /* objects asked about */
 	uint32_t no_debug;      /* of them, known to have no DWARF without libdw */
+	uint32_t opened;        /* objects given to libdw, since ps_dwarf_new */
 };
 void ps_dwarf_get_stats(const struct ps_dwarf *d, struct ps_dwarf_stats *st);
 

@@ -636,6 +636,7 @@ struct shared_tab {
 	ino_t ino;
 	off_t size;
 	struct timespec mtime;
+	uint64_t serial;        /* ps_elf_file_id; 0: never shared */
 	uint32_t refs;
 	uint64_t released;      /* tabs_clock at the last ps_elf_put */
 	struct shared_tab *next;
@@ -648,6 +649,7 @@ struct shared_tab {
 static struct shared_tab *tabs;
 static uint32_t tabs_idle;
 static uint64_t tabs_clock;
+static uint64_t tabs_serial;
 
 static int
 same_file(const struct shared_tab *e, const struct stat *st)
@@ -709,6 +711,7 @@ ps_elf_get(const char *path, const ElfW(Phdr) *mem, uint32_t phnum, const struct
 		e->ino = after.st_ino;
 		e->size = after.st_size;
 		e->mtime = after.st_mtim;
+		e->serial = ++tabs_serial;
 	}
 	e->refs = 1;
 	e->next = tabs;
@@ -729,13 +732,30 @@ ps_elf_put(const struct ps_symtab *t)
 		tabs_idle++;
 		/* One that no ps_elf_get can find (its file changed while it
 		 * was read) goes first. */
-		unfindable = e->dev == 0 && e->ino == 0;
+		unfindable = e->serial == 0;
 		e->released = unfindable ? 0 : ++tabs_clock;
 		while (tabs_idle > PS_ELF_IDLE_TABS || unfindable) {
 			evict_one();
 			unfindable = 0;
 		}
 	}
+}
+
+uint64_t
+ps_elf_file_id(const struct ps_symtab *t)
+{
+	return t ? ((const struct shared_tab *)t)->serial : 0;
+}
+
+int
+ps_elf_file_alive(uint64_t id)
+{
+	const struct shared_tab *e;
+
+	for (e = tabs; e; e = e->next)
+		if (e->serial == id)
+			return 1;
+	return 0;
 }
 
 /* The symbol covering off (a link-time address), or NULL.  A sized symbol

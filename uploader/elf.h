@@ -62,6 +62,16 @@ int ps_elf_get(const char *path, const ElfW(Phdr) *mem, uint32_t phnum,
 /* Release a reference from ps_elf_get.  NULL is allowed. */
 void ps_elf_put(const struct ps_symtab *t);
 
+/* The identity of the file a shared table was read from, never reused
+ * within the process: what else is read of the file (its DWARF) is kept
+ * under it.  0 for a table that is not shared (its file changed while it
+ * was read) or NULL. */
+uint64_t ps_elf_file_id(const struct ps_symtab *t);
+
+/* 1 while the table of identity id is kept (in use, or among the idle
+ * ones); once 0, never 1 again. */
+int ps_elf_file_alive(uint64_t id);
+
 /* The symbol covering off (a link-time address), or NULL.  A sized symbol
  * that contains off wins over an unsized one before it. */
 const struct ps_sym *ps_elf_find_sym(const struct ps_symtab *t, uint64_t off);

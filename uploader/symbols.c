@@ -56,7 +56,9 @@ struct ps_symbols {
 	uint32_t nslots, count; /* count: IPs cached */
 	struct ps_buf pool;     /* cached names, cap MAX_POOL */
 	demangle_fn demangle;   /* NULL until the process has a C++ runtime */
-	struct ps_dwarf *dwarf; /* owned; NULL: no source lines */
+	struct ps_dwarf *dwarf; /* shared_dwarf, or owned when dwarf_own;
+				 * NULL: no source lines */
+	int dwarf_own;
 	struct ps_buf src;      /* strings of the last ps_symbols_source */
 	char region[PATH_MAX];  /* file of the last ps_symbols_mapping outside
 				 * every object */
@@ -85,6 +87,17 @@ struct ps_symbols {
 };
 
 static void cache_clear(struct ps_symbols *s);
+
+/* The DWARF reader every ps_symbols of the process shares, so that a tree's
+ * helper reads libc's DWARF once for all its programs; what it holds of a
+ * file goes when the file's symbol table goes (ps_dwarf_drop).  Owned by
+ * whoever holds the worker's lock, as every use of symbols is.  Made with
+ * the first user's cap: a reader asked for another while it is in use gets
+ * one of its own. */
+static struct ps_dwarf *shared_dwarf;
+static uint64_t shared_cap;
+static int shared_debuginfod;
+static uint32_t shared_users;
 
 /* The module of ip; the IP cache is emptied when a re-read of the object
  * list found one gone or moved. */
@@ -387,7 +400,12 @@ ps_symbols_free(struct ps_symbols *s)
 	if (!s)
 		return;
 	ps_modules_free(&s->mods);
-	ps_dwarf_free(s->dwarf);
+	if (s->dwarf_own)
+		ps_dwarf_free(s->dwarf);
+	else if (s->dwarf)
+		shared_users--;
+	/* The files this one alone held are let go now. */
+	ps_dwarf_drop(shared_dwarf, ps_elf_file_alive);
 	for (uint32_t i = 0; i < s->ncaches; i++)
 		ps_symcache_put(s->caches[i].c);
 	free(s->caches);
@@ -452,6 +470,7 @@ ps_symbols_get_stats(const struct ps_symbols *s, struct ps_symbols_stats *st)
 		ps_dwarf_get_stats(s->dwarf, &ds);
 	st->dwarf_loaded = ds.loaded;
 	st->dwarf_no_debug = ds.no_debug;
+	st->dwarf_opened = ds.opened;
 	st->modules = s->mods.n;
 	st->scans = s->mods.scans;
 	st->cached = s->count;
@@ -460,9 +479,29 @@ ps_symbols_get_stats(const struct ps_symbols *s, struct ps_symbols_stats *st)
 int
 ps_symbols_use_dwarf(struct ps_symbols *s, uint64_t mem_cap, int debuginfod)
 {
+	int rc;
+
 	if (s->dwarf || mem_cap == 0)
 		return 0;
-	return ps_dwarf_new(&s->dwarf, mem_cap, debuginfod);
+	if (shared_dwarf && shared_users == 0 &&
+	    (shared_cap != mem_cap || shared_debuginfod != debuginfod)) {
+		ps_dwarf_free(shared_dwarf);
+		shared_dwarf = NULL;
+	}
+	if (!shared_dwarf) {
+		rc = ps_dwarf_new(&shared_dwarf, mem_cap, debuginfod);
+		if (rc)
+			return rc;
+		shared_cap = mem_cap;
+		shared_debuginfod = debuginfod;
+	}
+	if (shared_cap != mem_cap || shared_debuginfod != debuginfod) {
+		s->dwarf_own = 1;
+		return ps_dwarf_new(&s->dwarf, mem_cap, debuginfod);
+	}
+	s->dwarf = shared_dwarf;
+	shared_users++;
+	return 0;
 }
 
 int
@@ -574,8 +613,9 @@ complete(struct ps_symbols *s, uintptr_t ip, struct ps_symcache *c)
 	    ps_symcache_gap(c, sym->lo, sym->lo + sym->len) == sym->lo + sym->len)
 		return;
 	x.bias = m->bias;
-	(void)ps_dwarf_function(s->dwarf, m->path, m->bias, ip, m->bias + sym->lo,
-				m->bias + sym->lo + sym->len, PS_MAX_INLINE, fill_one, &x);
+	(void)ps_dwarf_function(s->dwarf, m->path, ps_elf_file_id(m->tab), m->bias, ip,
+				m->bias + sym->lo, m->bias + sym->lo + sym->len, PS_MAX_INLINE,
+				fill_one, &x);
 	s->st.src_filled += x.added;
 }
 
@@ -655,7 +695,8 @@ ps_symbols_source(struct ps_symbols *s, uintptr_t ip, struct ps_src_frame *out, 
 		s->st.src_cached++;
 	} else {
 		s->st.src_lookups++;
-		n = ps_dwarf_lookup(s->dwarf, m->path, m->bias, ip, df, max, valid);
+		n = ps_dwarf_lookup(s->dwarf, m->path, ps_elf_file_id(m->tab), m->bias, ip, df, max,
+				    valid);
 		if (c && valid[1] > valid[0] && n >= 0 &&
 		    ps_symcache_add(c, valid[0] - m->bias, valid[1] - m->bias, ip - m->bias, df, n) == -ENOSPC)
 			s->st.cache_full = 1;

@@ -25,8 +25,9 @@ from common import PROG, ShimTest, clean_env, have_go, helper_log, run
 from test_lines import assert_hot_lines
 
 LOOKUPS = re.compile(r"source lines: (\d+) looked up in DWARF \(libdw (?:not )?loaded, \d+ objects "
-                     r"without debug information\), (\d+) answered by the symbol "
-                     r"cache \((\d+) files read, \d+ already open, (\d+) not used")
+                     r"without debug information, \d+ opened by this process\), (\d+) "
+                     r"answered by the symbol cache \((\d+) files read, \d+ already open, "
+                     r"(\d+) not used")
 
 
 @unittest.skipUnless(have_go(), "go tool pprof is not installed")

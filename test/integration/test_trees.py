@@ -308,7 +308,8 @@ class Trees(ShimTest):
         """Run n `echo x | sed s/x/y/` in one tree, every allocation
         sampled so that every sed's session names frames in sed and libc;
         per session, the debug log's (objects read, objects another
-        session had read, cache files read, caches another had open)."""
+        session had read, objects the process gave libdw, cache files
+        read, caches another had open), summed."""
         env = self.env(dict({"PYROSCOPE_LOG_LEVEL": "debug",
                              "PYROSCOPE_PROFILING_ALLOC_ENABLED": "true",
                              "PYROSCOPE_ALLOC_SAMPLE_BYTES": "1"}, **extra))
@@ -320,7 +321,8 @@ class Trees(ShimTest):
         self.assertEqual(self.helpers_started(), 1)
         rows = [tuple(int(v) for v in m) for m in re.findall(
             r"symbols: (\d+) objects read, (\d+) already read for another program; .*"
-            r"symbol cache \((\d+) files read, (\d+) already open", self.log_text())]
+            r"(\d+) opened by this process\), \d+ answered by the symbol cache "
+            r"\((\d+) files read, (\d+) already open", self.log_text())]
         self.assertGreaterEqual(len(rows), n, self.log_text()[-3000:])
         os.unlink(self.log)
         return [sum(col) for col in zip(*rows)]
@@ -333,12 +335,31 @@ class Trees(ShimTest):
         than 20).  Then the symbol cache: a first tree fills it, and in a
         second of 10 processes each object's cache file is read once
         (fewer than 10 in all), not once per session."""
-        read, shared, _, _ = self.symbol_counts(30, {"PYROSCOPE_DWARF_MEMORY": "0"})
+        read, shared, _, _, _ = self.symbol_counts(30, {"PYROSCOPE_DWARF_MEMORY": "0"})
         self.assertLess(read, 20)
         self.assertGreaterEqual(shared, 2 * 29)
         cache = {"XDG_CACHE_HOME": os.path.join(self.tmp, "xdg")}
         self.symbol_counts(2, cache)
-        _, _, files, already = self.symbol_counts(10, cache)
+        _, _, _, files, already = self.symbol_counts(10, cache)
         self.assertLess(files, 10)
         self.assertGreaterEqual(already, 9)
 
+    def test_a_trees_programs_open_each_objects_dwarf_once(self):
+        """DWARF once per object for the whole tree: 10 sed processes
+        without a symbol cache each look libc's frames up in DWARF
+        (libc6-dbg).  The reader is the helper's, shared: the last session
+        says the process gave libdw at most a few objects (libc, bash's
+        and sed's libraries with debug files), not one per session."""
+        env = self.env({"PYROSCOPE_LOG_LEVEL": "debug", "PYROSCOPE_SYMBOL_CACHE_SIZE": "0",
+                        "PYROSCOPE_PROFILING_ALLOC_ENABLED": "true",
+                        "PYROSCOPE_ALLOC_SAMPLE_BYTES": "1"})
+        r = run(["bash", "-c", "for i in {1..10}; do echo x | sed s/x/y/; done"], env)
+        self.assertEqual((r.rc, r.err), (0, b""))
+        deadline = time.monotonic() + 30
+        while "helper used" not in self.log_text() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        rows = [(int(a), int(b)) for a, b in re.findall(
+            r"source lines: (\d+) looked up in DWARF \(libdw loaded, \d+ objects without "
+            r"debug information, (\d+) opened by this process", self.log_text())]
+        self.assertGreaterEqual(sum(1 for looked, _ in rows if looked), 10, rows)
+        self.assertLessEqual(max(opened for _, opened in rows), 4, rows)
