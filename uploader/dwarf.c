@@ -83,6 +83,10 @@ static struct {
 			       GElf_Word, const GElf_Shdr *, Dwarf_Addr *);
 } dw;
 
+/* Objects given to libdw by every reader of the process: what sharing
+ * saves shows here.  Owned as the readers are (the worker's lock). */
+static uint32_t opened;
+
 static pthread_once_t load_ctl = PTHREAD_ONCE_INIT;
 static int load_rc = -ENOSYS;   /* written only inside load_once() */
 
@@ -153,7 +157,6 @@ struct ps_dwarf {
 	int over_cap;
 	int broken;             /* libdw missing or dwfl_begin failed */
 	uint32_t no_debug;      /* objects known to have no DWARF (object()) */
-	uint32_t opened;        /* objects whose DWARF libdw was given */
 	int debuginfod;         /* ps_dwarf_new's */
 };
 
@@ -219,7 +222,7 @@ ps_dwarf_get_stats(const struct ps_dwarf *d, struct ps_dwarf_stats *st)
 	st->loaded = d->started;
 	st->objects = d->nobj;
 	st->no_debug = d->no_debug;
-	st->opened = d->opened;
+	st->opened = opened;
 }
 
 /* Past the cap, say so once and stop.  Checked every RSS_EVERY calls. */
@@ -325,7 +328,7 @@ object(struct ps_dwarf *d, const char *path, uint64_t id, uintptr_t bias)
 	o->dwfl = dw.begin(&d->cb);
 	if (!o->dwfl)
 		return o;
-	d->opened++;
+	opened++;
 	dw.report_begin_add(o->dwfl);
 	/* add_p_vaddr false: `bias` is the load bias itself. */
 	o->mod = dw.report_elf(o->dwfl, path, path, -1, bias, false);

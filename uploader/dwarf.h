@@ -110,7 +110,8 @@ struct ps_dwarf_stats {
 	int loaded;             /* libdw was loaded and a Dwfl begun */
 	uint32_t objects;       /* objects asked about */
 	uint32_t no_debug;      /* of them, known to have no DWARF without libdw */
-	uint32_t opened;        /* objects given to libdw, since ps_dwarf_new */
+	uint32_t opened;        /* objects given to libdw by every reader of
+				 * this process */
 };
 void ps_dwarf_get_stats(const struct ps_dwarf *d, struct ps_dwarf_stats *st);
 

@@ -54,8 +54,7 @@ struct ps_symbols_stats {
 	int dwarf_over_cap;   /* the DWARF memory cap stopped look-ups */
 	int dwarf_loaded;     /* libdw was loaded for source look-ups */
 	uint32_t dwarf_no_debug; /* objects known to have no DWARF without it */
-	uint32_t dwarf_opened; /* objects given to libdw by the reader, which
-				* every reader of the process shares */
+	uint32_t dwarf_opened; /* objects given to libdw in this process */
 	uint32_t modules;     /* objects known now */
 	uint32_t cached;      /* IPs cached now */
 };
