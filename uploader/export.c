@@ -288,6 +288,13 @@ fold_ready(struct ps_export *x, const struct ps_stacktab *st)
 	return 0;
 }
 
+void
+ps_export_learn(struct ps_export *x)
+{
+	if (x->watch && fold_ready(x, x->st) == 0)
+		ps_symbols_learn(x->fold.syms);
+}
+
 int
 ps_export_run(struct ps_export *x, int final)
 {

@@ -86,6 +86,10 @@ void ps_export_check_dir(struct ps_export *x);
  * Returns 0 or a negative errno of the first failure (already logged). */
 int ps_export_run(struct ps_export *x, int final);
 
+/* For a program the helper is no copy of (x->watch): read its object list
+ * now, while it lives (ps_symbols_learn).  Context: the uploader. */
+void ps_export_learn(struct ps_export *x);
+
 /* Write what the symbol cache learned in the passes so far, after at most
  * fill_ns completing its functions (symbols.h, ps_symbols_save); with
  * `final`, log what the source look-ups cost.  Called after a pass's

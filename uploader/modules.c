@@ -360,8 +360,8 @@ keep_learned(struct ps_modules *s, struct scan *sc)
 	}
 }
 
-static int
-rescan(struct ps_modules *s)
+int
+ps_modules_scan(struct ps_modules *s)
 {
 	struct scan sc = { 0 };
 
@@ -398,12 +398,12 @@ ps_modules_find(struct ps_modules *s, uintptr_t ip)
 	struct ps_module *m;
 
 	/* A failed rescan keeps the old list, and is not retried until due. */
-	if (s->stale && rescan(s) < 0)
+	if (s->stale && ps_modules_scan(s) < 0)
 		return module_at(s->v, s->n, ip);
 	m = module_at(s->v, s->n, ip);
 	if (m || ps_clock_ns(CLOCK_MONOTONIC) - s->last_scan < RESCAN_NS)
 		return m;
-	if (rescan(s) < 0)
+	if (ps_modules_scan(s) < 0)
 		return NULL;
 	return module_at(s->v, s->n, ip);
 }

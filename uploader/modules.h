@@ -52,6 +52,9 @@ struct ps_modules {
 /* The object that contains ip, re-reading the list if due; NULL if none. */
 struct ps_module *ps_modules_find(struct ps_modules *s, uintptr_t ip);
 
+/* Read the object list now.  Returns 0, or -ENOMEM (the list is kept). */
+int ps_modules_scan(struct ps_modules *s);
+
 /* The region of the watched program's /proc/PID/maps (this process's own
  * when none is) that holds ip: for code in no loaded object, such as
  * JIT code in anonymous memory.  Fills [*lo, *hi), the file offset, and

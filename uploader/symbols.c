@@ -451,6 +451,13 @@ ps_symbols_lookup(struct ps_symbols *s, uintptr_t ip, char *buf, size_t len)
 }
 
 void
+ps_symbols_learn(struct ps_symbols *s)
+{
+	if (s)
+		(void)ps_modules_scan(&s->mods);
+}
+
+void
 ps_symbols_invalidate(struct ps_symbols *s)
 {
 	if (!s)

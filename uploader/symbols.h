@@ -167,6 +167,12 @@ void ps_symbols_invalidate(struct ps_symbols *s);
  * kept.  Context: the owner, before any look-up. */
 void ps_symbols_watch(struct ps_symbols *s, pid_t pid, int only);
 
+/* Read the watched program's object list now, while it lives: one that
+ * dies before its first look-up (killed, or a Go program's raw
+ * exit_group) then has its frames named all the same, from the list read
+ * here.  Context: the owner. */
+void ps_symbols_learn(struct ps_symbols *s);
+
 /* Copy the counters.  Context: the owner. */
 void ps_symbols_get_stats(const struct ps_symbols *s, struct ps_symbols_stats *st);
 

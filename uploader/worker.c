@@ -510,6 +510,9 @@ add_session(struct session *s)
 	session_export(s);
 	ss[nss++] = s;
 	need_sender(s->x);
+	/* A program that dies before its first pass (Go ends by a raw
+	 * exit_group) leaves no /proc/PID/maps to name its frames from. */
+	ps_export_learn(s->x);
 	return 0;
 }
 

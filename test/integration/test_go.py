@@ -59,6 +59,32 @@ class GoProgram(ShimTest):
         self.assertGreater(sum(w for w, _ in in_work), 0.6 * total * 1e9)
         self.assertGreater(whole, 0.95 * sum(w for w, _ in in_work))
 
+    def test_a_go_program_in_a_tree_joins_its_helper(self):
+        """A Go program exec'd below a preloaded shell joins the tree's
+        helper like any image (its constructor runs before Go's runtime
+        starts): one helper for the tree, the program's output unchanged,
+        and its profile the whole of its CPU (wait4's rusage of the shell,
+        bash's own few ms aside), named down to its Go functions.  Go ends
+        by a raw exit_group: the helper drains it as a death."""
+        log = os.path.join(self.tmp, "log")
+        base = run([GOGEN, EVENTS], clean_env(preload=False))
+        r = run(["bash", "-c", '"%s" %s; true' % (GOGEN, EVENTS)],
+                clean_env({"PYROSCOPE_OUTPUT_DIR": self.out, "PYROSCOPE_LOG_LEVEL": "info",
+                           "PYROSCOPE_LOG_FILE": log}))
+        self.assertEqual((r.rc, r.out, r.err), (base.rc, base.out, b""))
+        files = self.profile()
+        self.assertEqual(len(files), 1, self.files())
+        with open(log) as f:
+            text = f.read()
+        self.assertEqual(len(re.findall(r"uploader: helper process started", text)), 1, text)
+        self.assertRegex(text, r"pyroshim\[(\d+)\]: info: uploader: joined the tree's helper")
+        types, samples = samples_of(files[0])
+        cpu = types.index("cpu")
+        total = sum(v[cpu] for v, _ in samples) / 1e9
+        # ~250 samples at 100 Hz: 15 % is several standard deviations.
+        self.assertAlmostEqual(total, r.cpu, delta=0.15 * r.cpu)
+        self.assertIn("main.work", {f for _, frames in samples for f in frames})
+
     def test_go_frames_carry_go_source_lines(self):
         # Go's linker writes no .debug_aranges: the uploader indexes the
         # compilation units itself (uploader/dwarf.c), so Go code and the

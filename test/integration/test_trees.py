@@ -363,3 +363,27 @@ class Trees(ShimTest):
             r"debug information, (\d+) opened by this process", self.log_text())]
         self.assertGreaterEqual(sum(1 for looked, _ in rows if looked), 10, rows)
         self.assertLessEqual(max(opened for _, opened in rows), 4, rows)
+
+    def test_a_killed_program_of_the_tree_is_named(self):
+        """A program exec'd in the tree and killed (SIGKILL: no last
+        pass; its /proc/PID/maps is gone when the helper drains it) has its
+        frames named all the same: the helper read its object list when it
+        joined.  About 30 samples of spin's burn(), every one under main.
+        (The shell sleeps before it ends, so that the helper has drained
+        spin: see the next commit.)"""
+        r = run(["bash", "-c", '"%s" 5000 & p=$!; sleep 0.3; kill -9 $p; wait $p 2>/dev/null; '
+                 'sleep 0.3; echo $p' % SPIN], self.env({"PYROSCOPE_SAMPLE_RATE": "100"}))
+        self.assertEqual((r.rc, r.err), (0, b""))
+        self.assertEqual(self.helpers_started(), 1, self.log_text())
+        # The shell's fork child (before its exec) may have a file of
+        # that pid too: spin's image is the one with the most samples.
+        stacks = {}
+        for f in self.files():
+            if re.fullmatch(r"tree\.%d\.(\d+\.)?cpu\.folded" % int(r.out), f):
+                got = read_folded(os.path.join(self.out, f))
+                if sum(got.values()) > sum(stacks.values()):
+                    stacks = got
+        total = sum(stacks.values())
+        named = sum(v for k, v in stacks.items() if "main" in k.split(";"))
+        self.assertGreater(total, 0)
+        self.assertGreaterEqual(named, 0.9 * total, stacks)
