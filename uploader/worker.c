@@ -96,6 +96,8 @@ struct birth {
 struct bell {
 	sem_t wake;
 	_Atomic int helper_pid;     /* the tree's helper, once it runs */
+	_Atomic unsigned members;   /* sessions the helper made for programs
+				     * other than its own (add_session) */
 	struct birth births[NBIRTHS];
 };
 
@@ -184,6 +186,12 @@ static int tree_fd = -1, tree_bell_fd = -1;
 /* The tree's bell, in every process of the tree (a fork child inherits
  * the mapping).  Written by start() in the constructor. */
 static struct bell *tree_bell;
+/* 1 in the process that leads the tree, the one its caller waits for
+ * (an exec'd image of it too): once the tree has other programs, its last
+ * pass waits for the helper even when it recorded nothing itself, so that
+ * the children it reaped are drained ("the dead first") when it ends.
+ * Written by the constructor's start(); 0 in a fork child. */
+static int tree_leader;
 /* A fork child's birth notice (NBIRTHS: none), until the helper took it
  * or refused it.  Written by ps_worker_child, then by the child's host
  * thread that learns the outcome (exit, exec, poke: one at a time). */
@@ -510,6 +518,8 @@ add_session(struct session *s)
 	session_export(s);
 	ss[nss++] = s;
 	need_sender(s->x);
+	if (tree_bell)
+		atomic_fetch_add(&tree_bell->members, 1);
 	/* A program that dies before its first pass (Go ends by a raw
 	 * exit_group) leaves no /proc/PID/maps to name its frames from. */
 	ps_export_learn(s->x);
@@ -1235,6 +1245,7 @@ tree_open(void)
 	tree_bell_fd = ps_shmem_fd(b);
 	tree_bell = b;
 	bell = &b->wake;
+	tree_leader = 1;
 }
 
 /* The program no longer holds the tree's socket: the helper does, or
@@ -1378,6 +1389,7 @@ start(void)
 			helper = 1;
 			ps_shmem_close_fds();   /* the helper has the mappings */
 			snprintf(tree_name, sizeof(tree_name), "%s", x->cfg->tree_helper);
+			tree_leader = sscanf(tree_name, "pyroshim-%d-", &rc) == 1 && rc == getpid();
 			ps_info("uploader: joined the tree's helper (pid %d)",
 				(int)atomic_load(&c->helper_pid));
 			return 0;
@@ -1590,10 +1602,12 @@ request(int req, uint64_t timeout_ns)
 	pid_t pid;
 
 	/* Nothing to write or send: not worth waiting for, nor (a fork
-	 * child whose notice is pending) the helper's taking it.  An exec
-	 * ends no span. */
+	 * child whose notice is pending) the helper's taking it, unless the
+	 * leader of a tree with other programs ends: its children are
+	 * drained first.  An exec ends no span. */
 	if (helper && (req == REQ_EXEC || !(x->span && x->remote.otlp_url[0])) &&
-	    ps_stacktab_empty(x->st)) {
+	    ps_stacktab_empty(x->st) &&
+	    !(tree_leader && tree_bell && req == REQ_FINAL && atomic_load(&tree_bell->members))) {
 		/* A shell's child: its notice is withdrawn, no session made. */
 		if (birth_slot != NBIRTHS && birth_outcome(1) < 0) {
 			/* As a fork child outside a tree: no uploader until it
@@ -1729,7 +1743,7 @@ ps_worker_child(void)
 	bell = NULL;
 	ss = NULL;
 	nss = ss_cap = 0;
-	helper = running = listen_here = 0;
+	helper = running = listen_here = tree_leader = 0;
 	/* Thread mode: the parent's listening socket was copied into this
 	 * child's descriptor table; only the parent serves it. */
 	ps_listen_drop();

@@ -369,20 +369,29 @@ class Trees(ShimTest):
         pass; its /proc/PID/maps is gone when the helper drains it) has its
         frames named all the same: the helper read its object list when it
         joined.  About 30 samples of spin's burn(), every one under main.
-        (The shell sleeps before it ends, so that the helper has drained
-        spin: see the next commit.)"""
-        r = run(["bash", "-c", '"%s" 5000 & p=$!; sleep 0.3; kill -9 $p; wait $p 2>/dev/null; '
-                 'sleep 0.3; echo $p' % SPIN], self.env({"PYROSCOPE_SAMPLE_RATE": "100"}))
+        The shell recorded nothing (allocations are not profiled here): as
+        the leader of a tree with other programs it waits all the same, so
+        spin's profile is there when it returns -- looked at by its parent
+        (not preloaded) at once, before the helper could have written it
+        had the shell not waited."""
+        env = self.env({"PYROSCOPE_SAMPLE_RATE": "100"})
+        del env["LD_PRELOAD"]
+        script = ('"%s" 5000 & p=$!; sleep 0.3; kill -9 $p; wait $p 2>/dev/null; echo $p'
+                  % SPIN)
+        r = run(["sh", "-c", 'env LD_PRELOAD="%s" bash -c \'%s\'; ls "%s"'
+                 % (SHIM, script, self.out)], env)
         self.assertEqual((r.rc, r.err), (0, b""))
+        pid, listing = r.out.decode().split("\n", 1)
         self.assertEqual(self.helpers_started(), 1, self.log_text())
         # The shell's fork child (before its exec) may have a file of
         # that pid too: spin's image is the one with the most samples.
+        mine = [f for f in listing.split() if re.fullmatch(r"tree\.%s\.(\d+\.)?cpu\.folded" % pid, f)]
+        self.assertTrue(mine, listing)
         stacks = {}
-        for f in self.files():
-            if re.fullmatch(r"tree\.%d\.(\d+\.)?cpu\.folded" % int(r.out), f):
-                got = read_folded(os.path.join(self.out, f))
-                if sum(got.values()) > sum(stacks.values()):
-                    stacks = got
+        for f in mine:
+            got = read_folded(os.path.join(self.out, f))
+            if sum(got.values()) > sum(stacks.values()):
+                stacks = got
         total = sum(stacks.values())
         named = sum(v for k, v in stacks.items() if "main" in k.split(";"))
         self.assertGreater(total, 0)
