@@ -336,9 +336,11 @@ START_TEST(symbols_answers_repeated_ip_from_cache)
 	ck_assert_uint_eq(st.lookups, 100);
 	ck_assert_uint_eq(st.cache_hits, 96);
 	ck_assert_uint_eq(st.cached, 4);
-	ck_assert_uint_ge(st.files, 1);
+	/* Read now, or shared with an earlier test's reader (elf.h
+	 * ps_elf_get: one process runs every test without CK_FORK). */
+	ck_assert_uint_ge(st.files + st.shared, 1);
 	ck_assert_uint_ge(st.modules, 2);
-	files = st.files;
+	files = st.files + st.shared;
 	/* The cache is emptied; the executable's symbol table is kept. */
 	ps_symbols_invalidate(s);
 	expect_name(s, a, PS_SYM_FUNC, "static_target");
@@ -346,7 +348,7 @@ START_TEST(symbols_answers_repeated_ip_from_cache)
 	ck_assert_uint_eq(st.cache_hits, 96);
 	ck_assert_uint_eq(st.cached, 1);
 	ck_assert_uint_eq(st.scans, 2);
-	ck_assert_uint_eq(st.files, files);
+	ck_assert_uint_eq(st.files + st.shared, files);
 	ps_symbols_free(s);
 }
 END_TEST
@@ -630,5 +632,6 @@ main(void)
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
+	ps_symbols_release_shared();
 	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

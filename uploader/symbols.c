@@ -451,6 +451,15 @@ ps_symbols_lookup(struct ps_symbols *s, uintptr_t ip, char *buf, size_t len)
 }
 
 void
+ps_symbols_release_shared(void)
+{
+	if (shared_users == 0) {
+		ps_dwarf_free(shared_dwarf);
+		shared_dwarf = NULL;
+	}
+}
+
+void
 ps_symbols_learn(struct ps_symbols *s)
 {
 	if (s)

@@ -173,6 +173,12 @@ void ps_symbols_watch(struct ps_symbols *s, pid_t pid, int only);
  * here.  Context: the owner. */
 void ps_symbols_learn(struct ps_symbols *s);
 
+/* Let go of the DWARF reader the process's readers share, when none uses
+ * it: for a process that ends by exit(3), so that what libdw holds is not
+ * left allocated (the unit tests under valgrind).  The helper ends by
+ * _exit and never needs it.  Context: the owner of every reader. */
+void ps_symbols_release_shared(void);
+
 /* Copy the counters.  Context: the owner. */
 void ps_symbols_get_stats(const struct ps_symbols *s, struct ps_symbols_stats *st);
 
