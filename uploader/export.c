@@ -350,13 +350,13 @@ ps_export_save_symbols(struct ps_export *x, int final, uint64_t fill_ns)
 	ps_symbols_get_stats(x->fold.syms, &ss);
 	ps_debug("symbols: %llu objects read, %llu already read for another program; "
 		 "source lines: %llu looked up in DWARF (libdw %s, %u objects without debug "
-		 "information, %u opened by this process), %llu answered by the symbol cache (%u files read, %u already "
-		 "open, %u not used%s), %llu ranges added to complete its functions",
+		 "information, %u opened by this process), %llu answered by the symbol "
+		 "cache (%u files read, %u already open, %u not used%s), %llu ranges added "
+		 "to complete its functions",
 		 (unsigned long long)ss.files, (unsigned long long)ss.shared,
 		 (unsigned long long)ss.src_lookups, ss.dwarf_loaded ? "loaded" : "not loaded",
 		 ss.dwarf_no_debug, ss.dwarf_opened, (unsigned long long)ss.src_cached,
-		 ss.cache_files,
-		 ss.cache_shared, ss.cache_rejected, ss.cache_full ? ", full" : "",
+		 ss.cache_files, ss.cache_shared, ss.cache_rejected, ss.cache_full ? ", full" : "",
 		 (unsigned long long)ss.src_filled);
 }
 

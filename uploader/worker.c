@@ -588,6 +588,7 @@ take_birth(struct birth *b, int orphans)
 	if (px->span)
 		s->r.span = *px->span;
 	s->r.cfg = *px->cfg;
+	why = "out of memory";
 	if (add_session(s) == 0) {
 		ok = 1;
 		atomic_store(&s->c->helper_pid, getpid());
