@@ -1,4 +1,6 @@
-/* check_text.c -- the shared character classes and parsers (common/text.h). */
+/* check_text.c -- the shared character classes and parsers (common/text.h),
+ * and entries shared by reference count (common/shared.h). */
+#include "common/shared.h"
 #include "common/text.h"
 
 #include <check.h>
@@ -94,6 +96,68 @@ START_TEST(pct_decode_says_enospc_when_the_result_does_not_fit)
 }
 END_TEST
 
+/* ---- common/shared.h ------------------------------------------------- */
+
+struct item {
+	int key;
+	struct ps_shared sh;
+};
+
+static struct item items[5];
+static int freed[5];
+
+static void
+item_free(struct ps_shared *e)
+{
+	freed[PS_SHARED_ENTRY(e, struct item, sh)->key]++;
+}
+
+static int
+listed(const struct ps_shared_set *s, int key)
+{
+	for (const struct ps_shared *h = s->head; h; h = h->next)
+		if (PS_SHARED_ENTRY(h, struct item, sh)->key == key)
+			return 1;
+	return 0;
+}
+
+/* Idle entries stay, held ones never go, the idle released longest ago
+ * goes first past max_idle, and one that cannot be found again goes at
+ * once. */
+START_TEST(shared_keeps_the_last_released_and_frees_the_oldest)
+{
+	struct ps_shared_set s = { .max_idle = 2, .free = item_free };
+	int i;
+
+	memset(freed, 0, sizeof(freed));
+	for (i = 0; i < 5; i++) {
+		items[i].key = i;
+		ps_shared_add(&s, &items[i].sh);
+	}
+	ps_shared_hold(&s, &items[0].sh);       /* 0 held twice */
+	ps_shared_release(&s, &items[0].sh, 1);
+	ck_assert_uint_eq(s.idle, 0);
+	ps_shared_release(&s, &items[1].sh, 1);
+	ps_shared_release(&s, &items[2].sh, 1);
+	ck_assert_uint_eq(s.idle, 2);
+	ps_shared_hold(&s, &items[1].sh);       /* found again: not idle */
+	ck_assert_uint_eq(s.idle, 1);
+	ps_shared_release(&s, &items[3].sh, 1);
+	ps_shared_release(&s, &items[1].sh, 1); /* idle: 2, 3, 1 -> 2 goes */
+	ck_assert_uint_eq(s.idle, 2);
+	ck_assert_int_eq(freed[2], 1);
+	ck_assert(!listed(&s, 2) && listed(&s, 3) && listed(&s, 1) && listed(&s, 0));
+	ps_shared_release(&s, &items[4].sh, 0); /* unfindable: at once */
+	ck_assert_int_eq(freed[4], 1);
+	ck_assert(!listed(&s, 4));
+	ck_assert_uint_eq(s.idle, 2);
+	ck_assert_int_eq(freed[0] + freed[1] + freed[3], 0);
+	ps_shared_release(&s, &items[0].sh, 1); /* idle: 3, 1, 0 -> 3 goes */
+	ck_assert_int_eq(freed[3], 1);
+	ck_assert_int_eq(freed[0] + freed[1], 0);
+}
+END_TEST
+
 static Suite *
 text_suite(void)
 {
@@ -107,6 +171,7 @@ text_suite(void)
 	tcase_add_test(tc, pct_decode_rejects_incomplete_escapes);
 	tcase_add_test(tc, pct_decode_refuses_controls_and_a_tab_unless_allowed);
 	tcase_add_test(tc, pct_decode_says_enospc_when_the_result_does_not_fit);
+	tcase_add_test(tc, shared_keeps_the_last_released_and_frees_the_oldest);
 	suite_add_tcase(s, tc);
 	return s;
 }

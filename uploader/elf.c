@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/shared.h"
 #include "shim/gopclntab.h"
 #include "uploader/symbols.h"
 
@@ -628,68 +629,57 @@ ps_elf_load(const char *path, const ElfW(Phdr) *mem, uint32_t phnum, struct ps_s
 
 /* ---- tables shared by every object list of this process -------------- */
 
-/* One file's table, as stat(2) saw the file before and after it was read
- * (an entry whose file changed meanwhile is never shared: dev 0, ino 0). */
+/* One file's table, as stat(2) saw the file before and after it was read. */
 struct shared_tab {
-	struct ps_symtab tab;   /* first: what ps_elf_get hands out */
+	struct ps_shared sh;    /* first: the set's list points at the block */
+	struct ps_symtab tab;   /* what ps_elf_get hands out */
 	dev_t dev;
 	ino_t ino;
 	off_t size;
 	struct timespec mtime;
-	uint64_t serial;        /* ps_elf_file_id; 0: never shared */
-	uint32_t refs;
-	uint64_t released;      /* tabs_clock at the last ps_elf_put */
-	struct shared_tab *next;
+	uint64_t serial;        /* ps_elf_file_id; 0: never shared (the file
+				 * changed while it was read) */
 };
+
+/* The entry of a table ps_elf_get handed out. */
+#define TAB_ENTRY(t) ((struct shared_tab *)(void *)((char *)(t) - offsetof(struct shared_tab, tab)))
+
+static void
+tab_free(struct ps_shared *e)
+{
+	struct shared_tab *t = PS_SHARED_ENTRY(e, struct shared_tab, sh);
+
+	ps_symtab_free(&t->tab);
+	free(t);
+}
 
 /* The tables read, in use or idle.  Owned by whoever holds the worker's
  * lock (uploader/worker.c): every pass, scrape and session end that
  * reads symbols runs under it, in the helper's loop, the listener's
  * connections or thread mode's uploader. */
-static struct shared_tab *tabs;
-static uint32_t tabs_idle;
-static uint64_t tabs_clock;
+static struct ps_shared_set tabs = { .max_idle = PS_ELF_IDLE_TABS, .free = tab_free };
 static uint64_t tabs_serial;
 
 static int
 same_file(const struct shared_tab *e, const struct stat *st)
 {
-	return e->dev == st->st_dev && e->ino == st->st_ino && e->size == st->st_size &&
-	       e->mtime.tv_sec == st->st_mtim.tv_sec && e->mtime.tv_nsec == st->st_mtim.tv_nsec;
-}
-
-/* Free the idle table released longest ago. */
-static void
-evict_one(void)
-{
-	struct shared_tab **p, **old = NULL, *e;
-
-	for (p = &tabs; *p; p = &(*p)->next)
-		if ((*p)->refs == 0 && (!old || (*p)->released < (*old)->released))
-			old = p;
-	if (!old)
-		return;
-	e = *old;
-	*old = e->next;
-	tabs_idle--;
-	ps_symtab_free(&e->tab);
-	free(e);
+	return e->serial && e->dev == st->st_dev && e->ino == st->st_ino &&
+	       e->size == st->st_size && e->mtime.tv_sec == st->st_mtim.tv_sec &&
+	       e->mtime.tv_nsec == st->st_mtim.tv_nsec;
 }
 
 int
 ps_elf_get(const char *path, const ElfW(Phdr) *mem, uint32_t phnum, const struct ps_symtab **out)
 {
-	struct shared_tab *e = NULL;
+	struct shared_tab *e;
+	struct ps_shared *h;
 	struct stat before, after;
 	int known = stat(path, &before) == 0, rc;
 
-	if (known) {
-		for (e = tabs; e; e = e->next)
-			if (same_file(e, &before))
-				break;
-		if (e && e->refs++ == 0)
-			tabs_idle--;
-		if (e) {
+	for (h = known ? tabs.head : NULL; h; h = h->next) {
+		e = PS_SHARED_ENTRY(h, struct shared_tab, sh);
+		if (same_file(e, &before)) {
+			ps_shared_hold(&tabs, h);
 			*out = &e->tab;
 			return 0;
 		}
@@ -713,9 +703,7 @@ ps_elf_get(const char *path, const ElfW(Phdr) *mem, uint32_t phnum, const struct
 		e->mtime = after.st_mtim;
 		e->serial = ++tabs_serial;
 	}
-	e->refs = 1;
-	e->next = tabs;
-	tabs = e;
+	ps_shared_add(&tabs, &e->sh);
 	*out = &e->tab;
 	return 1;
 }
@@ -723,37 +711,28 @@ ps_elf_get(const char *path, const ElfW(Phdr) *mem, uint32_t phnum, const struct
 void
 ps_elf_put(const struct ps_symtab *t)
 {
-	struct shared_tab *e = (struct shared_tab *)t;
-	int unfindable;
+	struct shared_tab *e;
 
 	if (!t)
 		return;
-	if (--e->refs == 0) {
-		tabs_idle++;
-		/* One that no ps_elf_get can find (its file changed while it
-		 * was read) goes first. */
-		unfindable = e->serial == 0;
-		e->released = unfindable ? 0 : ++tabs_clock;
-		while (tabs_idle > PS_ELF_IDLE_TABS || unfindable) {
-			evict_one();
-			unfindable = 0;
-		}
-	}
+	/* One that no ps_elf_get can find is of no use idle. */
+	e = TAB_ENTRY(t);
+	ps_shared_release(&tabs, &e->sh, e->serial != 0);
 }
 
 uint64_t
 ps_elf_file_id(const struct ps_symtab *t)
 {
-	return t ? ((const struct shared_tab *)t)->serial : 0;
+	return t ? TAB_ENTRY(t)->serial : 0;
 }
 
 int
 ps_elf_file_alive(uint64_t id)
 {
-	const struct shared_tab *e;
+	const struct ps_shared *h;
 
-	for (e = tabs; e; e = e->next)
-		if (e->serial == id)
+	for (h = tabs.head; h; h = h->next)
+		if (PS_SHARED_ENTRY(h, struct shared_tab, sh)->serial == id)
 			return 1;
 	return 0;
 }

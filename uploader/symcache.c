@@ -29,6 +29,7 @@
 #include "common/buf.h"
 #include "common/hash.h"
 #include "common/log.h"
+#include "common/shared.h"
 #include "uploader/gzip.h"
 
 #define MAGIC       "PYROSYM\001"
@@ -61,6 +62,8 @@ struct frame {
 };
 
 struct ps_symcache {
+	struct ps_shared sh;    /* in `shared`, when ps_symcache_get opened it;
+				 * first: the set's list points at the block */
 	char path[PATH_MAX];    /* the object's file */
 	char dir[PATH_MAX];
 	uint8_t id[MAX_ID];
@@ -76,11 +79,6 @@ struct ps_symcache {
 	int dirty;              /* added to since the last save */
 	int full;               /* its file would pass the bound: no more */
 	int loaded, rejected;
-	/* Shared (ps_symcache_get): readers holding it, when the last let
-	 * it go, the next in `shared`. */
-	uint32_t refs;
-	uint64_t released;
-	struct ps_symcache *next;
 };
 
 /* ---- the directory ----------------------------------------------------- */
@@ -642,36 +640,38 @@ ps_symcache_free(struct ps_symcache *c)
 
 /* ---- caches shared by every symbol reader of this process ------------- */
 
+static void
+shared_free(struct ps_shared *e)
+{
+	ps_symcache_free(PS_SHARED_ENTRY(e, struct ps_symcache, sh));  /* saves it */
+}
+
 /* The caches opened through ps_symcache_get, in use or idle.  Owned by
  * whoever holds the worker's lock (uploader/worker.c), as every use of
  * symbols is. */
-static struct ps_symcache *shared;
-static uint32_t shared_idle;
-static uint64_t shared_clock;
+static struct ps_shared_set shared = { .max_idle = PS_SYMCACHE_IDLE, .free = shared_free };
 
 int
 ps_symcache_get(const char *dir, const uint8_t *id, size_t idlen, uint64_t cap,
 		struct ps_symcache **out, int *opened)
 {
 	struct ps_symcache *c;
+	struct ps_shared *h;
 	int rc;
 
 	*opened = 0;
-	for (c = shared; c; c = c->next)
-		if (c->idlen == idlen && memcmp(c->id, id, idlen) == 0 && strcmp(c->dir, dir) == 0)
-			break;
-	if (c) {
-		if (c->refs++ == 0)
-			shared_idle--;
-		*out = c;
-		return 0;
+	for (h = shared.head; h; h = h->next) {
+		c = PS_SHARED_ENTRY(h, struct ps_symcache, sh);
+		if (c->idlen == idlen && memcmp(c->id, id, idlen) == 0 && strcmp(c->dir, dir) == 0) {
+			ps_shared_hold(&shared, h);
+			*out = c;
+			return 0;
+		}
 	}
 	rc = ps_symcache_open(dir, id, idlen, cap, &c);
 	if (rc)
 		return rc;
-	c->refs = 1;
-	c->next = shared;
-	shared = c;
+	ps_shared_add(&shared, &c->sh);
 	*opened = 1;
 	*out = c;
 	return 0;
@@ -680,22 +680,8 @@ ps_symcache_get(const char *dir, const uint8_t *id, size_t idlen, uint64_t cap,
 void
 ps_symcache_put(struct ps_symcache *c)
 {
-	struct ps_symcache **p, **old;
-
-	if (!c || --c->refs > 0)
-		return;
-	c->released = ++shared_clock;
-	shared_idle++;
-	while (shared_idle > PS_SYMCACHE_IDLE) {
-		old = NULL;
-		for (p = &shared; *p; p = &(*p)->next)
-			if ((*p)->refs == 0 && (!old || (*p)->released < (*old)->released))
-				old = p;
-		c = *old;
-		*old = c->next;
-		shared_idle--;
-		ps_symcache_free(c);    /* saves what it learned */
-	}
+	if (c)
+		ps_shared_release(&shared, &c->sh, 1);
 }
 
 void
