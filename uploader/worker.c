@@ -837,8 +837,6 @@ again:
 	return NULL;
 }
 
-/* ---- joining a tree: the helper's side --------------------------------- */
-
 /* ---- one message with descriptors, each way --------------------------- */
 
 #define MAX_FDS 3
@@ -895,6 +893,8 @@ recv_fds(int fd, void *buf, size_t len, int *fds, int *n)
 		}
 	return (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ? -1 : got;
 }
+
+/* ---- joining a tree: the helper's side --------------------------------- */
 
 /* One program's join on connection fd: its message, its mappings, its
  * pidfd; answered with this helper's pid and bell once queued.  A join
@@ -1182,7 +1182,6 @@ spawn_thread(void)
 	running = 1;
 	return 0;
 }
-
 
 /* The helper process alone: what _exit may do, perhaps in a signal
  * handler (no log line, no thread: neither is async-signal-safe). */
