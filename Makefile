@@ -280,7 +280,8 @@ FUZZ_SRC_ingest_url    = uploader/ingest.c common/buf.c common/text.c
 FUZZ_SRC_headers       = uploader/headers.c common/text.c
 FUZZ_SRC_gopclntab     = shim/gopclntab.c
 FUZZ_SRC_httpreq       = uploader/httpreq.c
-FUZZ_SRC_symcache      = uploader/symcache.c uploader/gzip.c common/buf.c common/dl.c common/log.c
+FUZZ_SRC_symcache      = uploader/symcache.c uploader/gzip.c common/buf.c common/dl.c common/log.c \
+                         common/shared.c
 FUZZ_LIBS_symcache     = -lz
 
 fuzz: $(FUZZ_BINS)
