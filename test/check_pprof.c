@@ -186,15 +186,15 @@ static const int64_t v_work[] = { 2, 20000000 };
 static const int64_t v_main[] = { 1, 10000000 };
 static const int64_t v_zero[] = { 0, 0 };
 static const struct ps_pprof_sample cpu_samples[] = {
-	{ stk_leaf, 3, v_leaf },
-	{ stk_work, 2, v_work },
-	{ stk_main, 1, v_zero },
-	{ stk_main, 1, v_main },
+	{ stk_leaf, 3, v_leaf, 0 },
+	{ stk_work, 2, v_work, 0 },
+	{ stk_main, 1, v_zero, 0 },
+	{ stk_main, 1, v_main, 0 },
 };
 static const char *const cpu_comments[] = { "pyroshim test profile" };
 static const struct ps_pprof_label span_labels[] = {
-	{ "span_id", "00f067aa0ba902b7" },
-	{ "trace_id", "4bf92f3577b34da6a3ce929d0e0e4736" },
+	{ "span_id", "00f067aa0ba902b7", 0 },
+	{ "trace_id", "4bf92f3577b34da6a3ce929d0e0e4736", 0 },
 };
 
 static struct ps_pprof_desc
@@ -329,7 +329,7 @@ START_TEST(pprof_string_table_is_deduplicated)
 	static const char *const funcs[] = { "main", "cpu", "main" };
 	static const uint32_t stk[] = { 2, 1, 0 };
 	static const int64_t v[] = { 1, 5 };
-	static const struct ps_pprof_sample s = { stk, 3, v };
+	static const struct ps_pprof_sample s = { stk, 3, v, 0 };
 	struct ps_pprof_desc d = cpu_desc();
 	const char *path, *p;
 	char *dump;
@@ -381,7 +381,7 @@ START_TEST(pprof_alloc_profile_has_four_types)
 	static const int64_t v1[] = { 4, 4096, 1, 1024 };
 	static const int64_t v2[] = { 2, 1048576, 2, 1048576 };
 	static const struct ps_pprof_sample samples[] = {
-		{ s1, 2, v1 }, { s2, 3, v2 },
+		{ s1, 2, v1, 0 }, { s2, 3, v2, 0 },
 	};
 	struct ps_pprof_desc d = {
 		.type_names = types, .type_units = units, .nvalues = 4,
@@ -427,7 +427,7 @@ START_TEST(pprof_many_functions_round_trip)
 		stacks[i][1] = (uint32_t)((i + 1) % N);
 		values[i][0] = 1;
 		values[i][1] = i + 1;
-		samples[i] = (struct ps_pprof_sample){ stacks[i], 2, values[i] };
+		samples[i] = (struct ps_pprof_sample){ stacks[i], 2, values[i], 0 };
 	}
 	d.funcs = funcs;
 	d.nfuncs = N;
@@ -473,7 +473,7 @@ START_TEST(pprof_invalid_utf8_names_are_replaced)
 	};
 	static const uint32_t stk[] = { 0, 1, 2, 3, 4, 5 };
 	static const int64_t v[] = { 1, 7 };
-	static const struct ps_pprof_sample s = { stk, 6, v };
+	static const struct ps_pprof_sample s = { stk, 6, v, 0 };
 	struct ps_pprof_desc d = cpu_desc();
 	char samples[4][256], *raw;
 	const char *path;
@@ -528,7 +528,7 @@ START_TEST(pprof_bad_description_is_einval)
 {
 	static const uint32_t bad_stk[] = { 3 };
 	static const int64_t v[] = { 1, 1 };
-	static const struct ps_pprof_sample bad = { bad_stk, 1, v };
+	static const struct ps_pprof_sample bad = { bad_stk, 1, v, 0 };
 	struct ps_buf b = PS_BUF_INIT(1 << 16);
 	struct ps_pprof_desc d;
 
@@ -575,7 +575,7 @@ lines_desc(void)
 {
 	static const uint32_t stk[] = { 0, 1 };
 	static const int64_t v[] = { 5, 50000000 };
-	static const struct ps_pprof_sample s = { stk, 2, v };
+	static const struct ps_pprof_sample s = { stk, 2, v, 0 };
 	struct ps_pprof_desc d = cpu_desc();
 
 	d.funcs = ll_funcs;
@@ -628,7 +628,7 @@ START_TEST(pprof_bad_location_or_mapping_is_einval)
 	static const char *const null_sys[] = { "main", NULL, "inl" };
 	static const uint32_t stk[] = { 2 };
 	static const int64_t v[] = { 1, 1 };
-	static const struct ps_pprof_sample past_locs = { stk, 1, v };
+	static const struct ps_pprof_sample past_locs = { stk, 1, v, 0 };
 	struct ps_buf b = PS_BUF_INIT(1 << 16);
 	struct ps_pprof_desc d;
 

@@ -563,6 +563,146 @@ ps_fold_update(struct ps_fold *f, const struct ps_stacktab *st, struct ps_liveta
 	return rc;
 }
 
+/* ---- the store of what ended ------------------------------------------- */
+
+/* src's name id in dst. */
+static int
+absorb_name(struct ps_fold *dst, const struct ps_fold *src, uint32_t id, uint32_t *out)
+{
+	return intern(dst, src->names[id], out);
+}
+
+/* src's mapping i copied into dst: map_new[i] = its index + 1. */
+static int
+absorb_map(struct ps_fold *dst, const struct ps_fold *src, uint32_t i, uint32_t *map_new)
+{
+	const struct ps_fold_map *sm = &src->maps[i];
+
+	if (ps_grow(&dst->maps, &dst->maps_cap, dst->nmaps + 1, MAX_MAPS, sizeof(*dst->maps)))
+		return -ENOMEM;
+	dst->maps[dst->nmaps] = *sm;
+	if (absorb_name(dst, src, sm->file, &dst->maps[dst->nmaps].file) ||
+	    absorb_name(dst, src, sm->build_id, &dst->maps[dst->nmaps].build_id))
+		return -ENOMEM;
+	map_new[i] = ++dst->nmaps;
+	return 0;
+}
+
+/* src's location `id` copied into dst, its mapping through map_new. */
+static int
+absorb_loc(struct ps_fold *dst, const struct ps_fold *src, uint32_t id, const uint32_t *map_new,
+	   uint32_t *out)
+{
+	const struct ps_fold_loc *l = &src->locs[id];
+	const struct ps_fold_line *sl;
+	struct ps_fold_func fn;
+	struct ps_fold_loc nl = { .addr = l->addr, .resolved = 1, .nlines = l->nlines };
+	uint32_t k;
+
+	nl.map = l->map ? map_new[l->map - 1] : 0;
+	if (absorb_name(dst, src, l->sym, &nl.sym) ||
+	    ps_grow(&dst->lines, &dst->lines_cap, dst->nlines + l->nlines, MAX_LINES,
+		    sizeof(*dst->lines)) ||
+	    ps_grow(&dst->locs, &dst->locs_cap, dst->nlocs + 1, MAX_LOCS, sizeof(*dst->locs)))
+		return -ENOMEM;
+	nl.line0 = dst->nlines;
+	for (k = 0; k < l->nlines; k++) {
+		sl = &src->lines[l->line0 + k];
+		fn = src->funcs[sl->func];
+		if (absorb_name(dst, src, fn.name, &fn.name) ||
+		    absorb_name(dst, src, fn.system_name, &fn.system_name) ||
+		    absorb_name(dst, src, fn.file, &fn.file) ||
+		    func_for(dst, &fn, &dst->lines[nl.line0 + k].func) ||
+		    absorb_name(dst, src, sl->label, &dst->lines[nl.line0 + k].label))
+			return -ENOMEM;
+		dst->lines[nl.line0 + k].line = sl->line;
+	}
+	dst->nlines += l->nlines;
+	dst->locs[dst->nlocs] = nl;
+	*out = dst->nlocs++;
+	return 0;
+}
+
+static int
+any_value(const struct ps_fold_entry *e)
+{
+	int v;
+
+	for (v = 0; v < PS_F_NVALUES; v++)
+		if (e->v[v])
+			return 1;
+	return 0;
+}
+
+int
+ps_fold_absorb(struct ps_fold *dst, const struct ps_fold *src, uint32_t tag)
+{
+	uint32_t *loc_new = calloc(src->nlocs + 1, sizeof(*loc_new));
+	uint32_t *map_new = calloc(src->nmaps + 1, sizeof(*map_new));
+	const struct ps_fold_entry *e;
+	uint32_t i, d, id, empty;
+	int rc = -ENOMEM;
+
+	if (!loc_new || !map_new || (!dst->nnames && intern(dst, "", &empty)))
+		goto out;
+	/* The mappings first, in src's order, where its executable comes
+	 * first: pprof takes the first mapping for the main binary. */
+	for (i = 0; i < src->n; i++)
+		for (d = 0; any_value(&src->e[i]) && d < src->e[i].depth; d++) {
+			id = src->frames[src->e[i].frames + d];
+			if (src->locs[id].map)
+				map_new[src->locs[id].map - 1] = 1;
+		}
+	for (i = 0; i < src->nmaps; i++)
+		if (map_new[i] && absorb_map(dst, src, i, map_new))
+			goto out;
+	for (i = 0; i < src->n; i++) {
+		e = &src->e[i];
+		if (!any_value(e))
+			continue;
+		for (d = 0; d < e->depth; d++) {
+			id = src->frames[e->frames + d];
+			if (!loc_new[id]) {
+				if (absorb_loc(dst, src, id, map_new, &loc_new[id]))
+					goto out;
+				loc_new[id]++;
+			}
+		}
+		if (ps_grow(&dst->e, &dst->cap, dst->n + 1, MAX_ENTRIES, sizeof(*dst->e)) ||
+		    ps_grow(&dst->frames, &dst->frames_cap, dst->nframes + e->depth, MAX_FRAMES,
+			    sizeof(uint32_t)))
+			goto out;
+		for (d = 0; d < e->depth; d++)
+			dst->frames[dst->nframes + d] = loc_new[src->frames[e->frames + d]] - 1;
+		dst->e[dst->n] = *e;
+		dst->e[dst->n].frames = dst->nframes;
+		dst->e[dst->n].tag = tag;
+		dst->nframes += e->depth;
+		dst->n++;
+	}
+	rc = 0;
+out:
+	free(loc_new);
+	free(map_new);
+	return rc;
+}
+
+size_t
+ps_fold_bytes(const struct ps_fold *f)
+{
+	size_t b = (size_t)f->names_cap * sizeof(*f->names) + (size_t)f->cap * sizeof(*f->e) +
+		   (size_t)f->frames_cap * 4 + (size_t)f->locs_cap * sizeof(*f->locs) +
+		   (size_t)f->lines_cap * sizeof(*f->lines) + (size_t)f->funcs_cap * sizeof(*f->funcs) +
+		   (size_t)f->maps_cap * sizeof(*f->maps) +
+		   ((size_t)f->name_index_cap + f->func_index_cap + f->entry_index_cap +
+		    f->loc_index_cap) * 4 + (size_t)f->nslots * 4;
+	uint32_t i;
+
+	for (i = 0; i < f->nnames; i++)
+		b += strlen(f->names[i]) + 1 + 16;   /* malloc's header, about */
+	return b;
+}
+
 int64_t
 ps_fold_total(const struct ps_fold *f, const int64_t (*vals)[PS_F_NVALUES], int v)
 {

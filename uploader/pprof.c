@@ -244,14 +244,30 @@ locations_ok(const struct ps_pprof_desc *d)
 }
 
 static bool
+label_list_ok(const struct ps_pprof_label *l, size_t n)
+{
+	size_t i;
+
+	if (n > 0 && !l)
+		return false;
+	for (i = 0; i < n; i++)
+		if (!l[i].key)
+			return false;
+	return true;
+}
+
+static bool
 labels_ok(const struct ps_pprof_desc *d)
 {
 	size_t i;
 
-	if (d->nlabels > 0 && !d->labels)
+	if (!label_list_ok(d->labels, d->nlabels) || (d->nsets > 0 && !d->sets))
 		return false;
-	for (i = 0; i < d->nlabels; i++)
-		if (!d->labels[i].key || !d->labels[i].str)
+	for (i = 0; i < d->nsets; i++)
+		if (!label_list_ok(d->sets[i].labels, d->sets[i].nlabels))
+			return false;
+	for (i = 0; i < d->nsamples; i++)
+		if (d->samples[i].set > d->nsets)
 			return false;
 	return true;
 }
@@ -302,9 +318,22 @@ struct enc {
 	int64_t *fsys;                          /* nfuncs */
 	int64_t *ffile;                         /* nfuncs */
 	int64_t *mfile, *mbuild;                /* nmappings */
-	perftools_profiles_Label *labels;       /* nlabels */
+	/* Every label: the desc's, then each set's from set_first[set]. */
+	perftools_profiles_Label *labels;
+	size_t *set_first;                      /* nsets + 1 */
 	struct ps_gzip gz;
 };
+
+/* The desc's labels and its sets', together. */
+static size_t
+all_labels(const struct ps_pprof_desc *d)
+{
+	size_t n = d->nlabels, i;
+
+	for (i = 0; i < d->nsets; i++)
+		n += d->sets[i].nlabels;
+	return n;
+}
 
 /* How many strings the table may need, or 0 if past the cap. */
 static size_t
@@ -314,10 +343,10 @@ strings_needed(const struct ps_pprof_desc *d)
 
 	/* Each term is checked first so that the sum cannot wrap. */
 	if (d->nvalues > cap || d->ncomments > cap || d->nfuncs > cap ||
-	    d->nlabels > cap || d->nmappings > cap)
+	    all_labels(d) > cap || d->nmappings > cap)
 		return 0;
 	cap = 1 + 2 * d->nvalues + 2 + 1 + d->ncomments + 3 * d->nfuncs +
-	      2 * d->nlabels + 2 * d->nmappings;
+	      2 * all_labels(d) + 2 * d->nmappings;
 	return cap > PS_PPROF_MAX_STRINGS ? 0 : cap;
 }
 
@@ -383,18 +412,32 @@ intern_details(struct enc *e)
 }
 
 static int
+intern_label(struct enc *e, const struct ps_pprof_label *l, perftools_profiles_Label *out)
+{
+	int rc = strtab_add(&e->st, l->key, &out->key);
+
+	if (!rc && l->str)
+		rc = strtab_add(&e->st, l->str, &out->str);
+	else
+		out->num = l->num;
+	return rc;
+}
+
+static int
 intern_labels(struct enc *e)
 {
-	const struct ps_pprof_label *l;
-	size_t i;
+	const struct ps_pprof_desc *d = e->d;
+	size_t i, k, n = 0;
 	int rc = 0;
 
-	for (i = 0; i < e->d->nlabels && !rc; i++) {
-		l = &e->d->labels[i];
-		rc = strtab_add(&e->st, l->key, &e->labels[i].key);
-		if (!rc)
-			rc = strtab_add(&e->st, l->str, &e->labels[i].str);
+	for (i = 0; i < d->nlabels && !rc; i++)
+		rc = intern_label(e, &d->labels[i], &e->labels[n++]);
+	for (k = 0; k < d->nsets && !rc; k++) {
+		e->set_first[k] = n;
+		for (i = 0; i < d->sets[k].nlabels && !rc; i++)
+			rc = intern_label(e, &d->sets[k].labels[i], &e->labels[n++]);
 	}
+	e->set_first[d->nsets] = n;
 	return rc;
 }
 
@@ -419,9 +462,10 @@ enc_prepare(struct enc *e)
 	e->ffile = calloc(d->nfuncs + 1, sizeof(*e->ffile));
 	e->mfile = calloc(d->nmappings + 1, sizeof(*e->mfile));
 	e->mbuild = calloc(d->nmappings + 1, sizeof(*e->mbuild));
-	e->labels = calloc(d->nlabels + 1, sizeof(*e->labels));
+	e->labels = calloc(all_labels(d) + 1, sizeof(*e->labels));
+	e->set_first = calloc(d->nsets + 1, sizeof(*e->set_first));
 	if (!e->types || !e->comment || !e->fname || !e->fsys || !e->ffile || !e->mfile ||
-	    !e->mbuild || !e->labels)
+	    !e->mbuild || !e->labels || !e->set_first)
 		return -ENOMEM;
 	rc = strtab_add(&e->st, "", &zero);     /* string_table[0] */
 	if (!rc)
@@ -441,6 +485,7 @@ static void
 enc_free(struct enc *e)
 {
 	free(e->labels);
+	free(e->set_first);
 	free(e->mbuild);
 	free(e->mfile);
 	free(e->ffile);
@@ -524,14 +569,17 @@ static bool
 cb_labels(pb_ostream_t *os, const pb_field_t *field, void *const *arg)
 {
 	const struct sample_arg *a = *arg;
-	size_t i;
+	const struct enc *e = a->e;
+	size_t i, set = a->s->set;
 
-	for (i = 0; i < a->e->d->nlabels; i++) {
+	for (i = 0; i < e->d->nlabels; i++)
 		if (!pb_encode_tag_for_field(os, field) ||
-		    !pb_encode_submessage(os, perftools_profiles_Label_fields,
-					  &a->e->labels[i]))
+		    !pb_encode_submessage(os, perftools_profiles_Label_fields, &e->labels[i]))
 			return false;
-	}
+	for (i = set ? e->set_first[set - 1] : 0; set && i < e->set_first[set]; i++)
+		if (!pb_encode_tag_for_field(os, field) ||
+		    !pb_encode_submessage(os, perftools_profiles_Label_fields, &e->labels[i]))
+			return false;
 	return true;
 }
 

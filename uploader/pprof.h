@@ -48,6 +48,8 @@ struct ps_pprof_sample {
 				  * FIRST; may be NULL when depth is 0 */
 	uint32_t depth;
 	const int64_t *values;   /* desc->nvalues values */
+	uint32_t set;            /* its own labels: desc->sets index + 1;
+				  * 0: none */
 };
 
 /* One object segment, as /proc/PID/maps shows it. */
@@ -70,10 +72,18 @@ struct ps_pprof_location {
 	uint32_t nlines;
 };
 
-/* A string label; both strings are required (non-NULL). */
+/* A label: a string (str), or a number (str NULL: num), as perf's
+ * converter labels samples with their "pid".  The key is required. */
 struct ps_pprof_label {
 	const char *key;
 	const char *str;
+	int64_t num;
+};
+
+/* Labels that some samples carry (struct ps_pprof_sample's set). */
+struct ps_pprof_labelset {
+	const struct ps_pprof_label *labels;
+	size_t nlabels;
 };
 
 /* Everything the caller owns and keeps alive for the duration of the call;
@@ -109,10 +119,13 @@ struct ps_pprof_desc {
 	size_t nmappings;
 	const struct ps_pprof_sample *samples;
 	size_t nsamples;
-	/* String labels put on EVERY sample (e.g. span_id, trace_id).  A key
-	 * should appear once: pprof tools handle repeated keys badly. */
+	/* Labels put on EVERY sample (e.g. span_id, trace_id), then each
+	 * sample's set, if any.  A key should appear once per sample: pprof
+	 * tools handle repeated keys badly. */
 	const struct ps_pprof_label *labels;
 	size_t nlabels;
+	const struct ps_pprof_labelset *sets;
+	size_t nsets;
 };
 
 /* Encode `d` as a gzipped pprof Profile and append it to `out`.

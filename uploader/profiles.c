@@ -137,42 +137,147 @@ pick(const struct ps_fold *f, const uint8_t *used, struct pick *p)
 	return 0;
 }
 
-int
-ps_profile_encode(const struct ps_fold *f, const struct ps_family *fam,
-		  const int64_t (*vals)[PS_F_NVALUES], const struct ps_profile_meta *m,
-		  struct ps_buf *out)
-{
-	size_t n = f->n ? f->n : 1, i, k, d;
-	struct ps_pprof_sample *s = calloc(n, sizeof(*s));
-	int64_t *v = calloc(n * fam->nvalues, sizeof(*v));
-	uint8_t *used = calloc(n, 1);
-	const int64_t *src;
-	struct ps_pprof_desc desc;
-	struct pick p = { 0 };
-	int rc = -ENOMEM;
+/* One part, picked: its samples' values and renumbered stacks. */
+struct part_pick {
+	struct pick p;
+	int64_t *v;            /* fold->n rows of fam->nvalues */
+	uint8_t *used;
+};
 
-	if (!s || !v || !used)
-		goto out;
+static int
+pick_part(const struct ps_profile_part *pt, const struct ps_family *fam, struct part_pick *pp)
+{
+	const struct ps_fold *f = pt->fold;
+	size_t n = f->n ? f->n : 1, i, k;
+	const int64_t *src;
+
+	memset(pp, 0, sizeof(*pp));
+	pp->v = calloc(n * fam->nvalues, sizeof(*pp->v));
+	pp->used = calloc(n, 1);
+	if (!pp->v || !pp->used)
+		return -ENOMEM;
 	for (i = 0; i < f->n; i++) {
-		src = vals ? vals[i] : f->e[i].v;
+		src = pt->vals ? pt->vals[i] : f->e[i].v;
 		for (k = 0; k < fam->nvalues; k++) {
 			/* Rounded as the folded files round them. */
-			v[i * fam->nvalues + k] = fam->div[k] > 1 ?
+			pp->v[i * fam->nvalues + k] = fam->div[k] > 1 ?
 				(src[fam->fold_values[k]] + fam->div[k] / 2) / fam->div[k] :
 				src[fam->fold_values[k]];
-			used[i] |= v[i * fam->nvalues + k] != 0;
+			pp->used[i] |= pp->v[i * fam->nvalues + k] != 0;
 		}
 	}
-	rc = pick(f, used, &p);
-	if (rc)
-		goto out;
-	for (i = 0; i < f->n; i++) {
-		for (d = 0; used[i] && d < f->e[i].depth; d++)
-			p.stack[f->e[i].frames + d] = p.loc_new[f->frames[f->e[i].frames + d]] - 1;
-		s[i].locs = &p.stack[f->e[i].frames];
-		s[i].depth = used[i] ? f->e[i].depth : 0;
-		s[i].values = &v[i * fam->nvalues];
+	return pick(f, pp->used, &pp->p);
+}
+
+/* All parts' picks, one after another: indexes move by what the parts
+ * before hold. */
+struct joined {
+	struct ps_pprof_location *locs;
+	struct ps_pprof_line *lines;
+	struct ps_pprof_mapping *maps;
+	const char **fname, **fsys, **ffile;
+	int64_t *fstart;
+	uint32_t *stack;
+	struct ps_pprof_sample *s;
+	size_t nlocs, nlines, nmaps, nfuncs, nframes, nsamples;
+};
+
+static void
+joined_free(struct joined *j)
+{
+	free(j->locs);
+	free(j->lines);
+	free(j->maps);
+	free(j->fname);
+	free(j->fsys);
+	free(j->ffile);
+	free(j->fstart);
+	free(j->stack);
+	free(j->s);
+}
+
+static int
+join_parts(const struct ps_profile_part *parts, const struct part_pick *pp, size_t nparts,
+	   const struct ps_family *fam, struct joined *j)
+{
+	size_t q, i, k, d, nl = 0, nlocs = 0, nfuncs = 0, nmaps = 0, nframes = 0, ns = 0;
+	const struct ps_fold *f;
+	const struct pick *p;
+	struct ps_pprof_location *l;
+
+	memset(j, 0, sizeof(*j));
+	for (q = 0; q < nparts; q++) {
+		j->nlocs += pp[q].p.nlocs;
+		j->nlines += pp[q].p.nlines;
+		j->nmaps += pp[q].p.nmaps;
+		j->nfuncs += pp[q].p.nfuncs;
+		j->nframes += parts[q].fold->nframes;
+		j->nsamples += parts[q].fold->n;
 	}
+	j->locs = calloc(j->nlocs + 1, sizeof(*j->locs));
+	j->lines = calloc(j->nlines + 1, sizeof(*j->lines));
+	j->maps = calloc(j->nmaps + 1, sizeof(*j->maps));
+	j->fname = calloc(j->nfuncs + 1, sizeof(*j->fname));
+	j->fsys = calloc(j->nfuncs + 1, sizeof(*j->fsys));
+	j->ffile = calloc(j->nfuncs + 1, sizeof(*j->ffile));
+	j->fstart = calloc(j->nfuncs + 1, sizeof(*j->fstart));
+	j->stack = calloc(j->nframes + 1, sizeof(*j->stack));
+	j->s = calloc(j->nsamples + 1, sizeof(*j->s));
+	if (!j->locs || !j->lines || !j->maps || !j->fname || !j->fsys || !j->ffile ||
+	    !j->fstart || !j->stack || !j->s)
+		return -ENOMEM;
+	for (q = 0; q < nparts; q++) {
+		p = &pp[q].p;
+		f = parts[q].fold;
+		for (i = 0; i < p->nlocs; i++) {
+			l = &j->locs[nlocs + i];
+			*l = p->locs[i];
+			if (l->mapping)
+				l->mapping += (uint32_t)nmaps;
+			l->lines = &j->lines[nl];
+			for (k = 0; k < l->nlines; k++, nl++) {
+				j->lines[nl] = p->locs[i].lines[k];
+				j->lines[nl].func += (uint32_t)nfuncs;
+			}
+		}
+		memcpy(&j->maps[nmaps], p->maps, p->nmaps * sizeof(*p->maps));
+		memcpy(&j->fname[nfuncs], p->fname, p->nfuncs * sizeof(*p->fname));
+		memcpy(&j->fsys[nfuncs], p->fsys, p->nfuncs * sizeof(*p->fsys));
+		memcpy(&j->ffile[nfuncs], p->ffile, p->nfuncs * sizeof(*p->ffile));
+		memcpy(&j->fstart[nfuncs], p->fstart, p->nfuncs * sizeof(*p->fstart));
+		for (i = 0; i < f->n; i++, ns++) {
+			for (d = 0; pp[q].used[i] && d < f->e[i].depth; d++)
+				j->stack[nframes + f->e[i].frames + d] =
+					p->loc_new[f->frames[f->e[i].frames + d]] - 1 + (uint32_t)nlocs;
+			j->s[ns].locs = &j->stack[nframes + f->e[i].frames];
+			j->s[ns].depth = pp[q].used[i] ? f->e[i].depth : 0;
+			j->s[ns].values = &pp[q].v[i * fam->nvalues];
+			j->s[ns].set = f->e[i].tag ? f->e[i].tag : parts[q].set;
+		}
+		nlocs += p->nlocs;
+		nmaps += p->nmaps;
+		nfuncs += p->nfuncs;
+		nframes += f->nframes;
+	}
+	return 0;
+}
+
+int
+ps_profile_encode_parts(const struct ps_profile_part *parts, size_t nparts,
+			const struct ps_family *fam, const struct ps_profile_meta *m,
+			struct ps_buf *out)
+{
+	struct part_pick *pp = calloc(nparts + 1, sizeof(*pp));
+	struct ps_pprof_desc desc;
+	struct joined j = { 0 };
+	size_t q;
+	int rc = -ENOMEM;
+
+	for (q = 0; pp && q < nparts; q++)
+		if ((rc = pick_part(&parts[q], fam, &pp[q])) != 0)
+			goto out;
+	if (!pp || (rc = join_parts(parts, pp, nparts, fam, &j)) != 0)
+		goto out;
 	memset(&desc, 0, sizeof(desc));
 	desc.type_names = fam->types;
 	desc.type_units = fam->units;
@@ -185,25 +290,40 @@ ps_profile_encode(const struct ps_fold *f, const struct ps_family *fam,
 	desc.default_sample_type = fam->default_type;
 	desc.comments = m->comments;
 	desc.ncomments = m->ncomments;
-	desc.funcs = p.fname;
-	desc.func_system_names = p.fsys;
-	desc.func_files = p.ffile;
-	desc.func_start_lines = p.fstart;
-	desc.nfuncs = p.nfuncs;
-	desc.locations = p.locs;
-	desc.nlocations = p.nlocs;
-	desc.mappings = p.maps;
-	desc.nmappings = p.nmaps;
-	desc.samples = s;
-	desc.nsamples = f->n;
+	desc.funcs = j.fname;
+	desc.func_system_names = j.fsys;
+	desc.func_files = j.ffile;
+	desc.func_start_lines = j.fstart;
+	desc.nfuncs = j.nfuncs;
+	desc.locations = j.locs;
+	desc.nlocations = j.nlocs;
+	desc.mappings = j.maps;
+	desc.nmappings = j.nmaps;
+	desc.samples = j.s;
+	desc.nsamples = j.nsamples;
 	desc.labels = m->labels;
 	desc.nlabels = m->nlabels;
+	desc.sets = m->sets;
+	desc.nsets = m->nsets;
 	ps_buf_reset(out);
 	rc = ps_pprof_encode(&desc, out);
 out:
-	pick_free(&p);
-	free(used);
-	free(s);
-	free(v);
+	joined_free(&j);
+	for (q = 0; pp && q < nparts; q++) {
+		pick_free(&pp[q].p);
+		free(pp[q].v);
+		free(pp[q].used);
+	}
+	free(pp);
 	return rc;
+}
+
+int
+ps_profile_encode(const struct ps_fold *f, const struct ps_family *fam,
+		  const int64_t (*vals)[PS_F_NVALUES], const struct ps_profile_meta *m,
+		  struct ps_buf *out)
+{
+	struct ps_profile_part part = { f, vals, 0 };
+
+	return ps_profile_encode_parts(&part, 1, fam, m, out);
 }

@@ -82,7 +82,25 @@ struct ps_profile_meta {
 	size_t ncomments;
 	const struct ps_pprof_label *labels;   /* on every sample */
 	size_t nlabels;
+	const struct ps_pprof_labelset *sets;  /* parts' and tags' (below) */
+	size_t nsets;
 };
+
+/* One fold's share of a profile: its entries, valued from vals (as
+ * below), labelled with m->sets[set - 1] (0: none) -- or, an entry that
+ * has a tag (a store's, fold.h), with m->sets[tag - 1]. */
+struct ps_profile_part {
+	const struct ps_fold *fold;
+	const int64_t (*vals)[PS_F_NVALUES];
+	uint32_t set;
+};
+
+/* Encode family fam of several folds as one gzipped pprof into out (reset
+ * first): each fold's locations, functions and mappings its own (another
+ * process's addresses).  Returns as ps_profile_encode. */
+int ps_profile_encode_parts(const struct ps_profile_part *parts, size_t nparts,
+			    const struct ps_family *fam, const struct ps_profile_meta *m,
+			    struct ps_buf *out) PS_WUR;
 
 /* Encode family fam of fold f as gzipped pprof into out (reset first).
  * vals: per fold entry, the values to use; NULL = the fold's own.
