@@ -1407,14 +1407,16 @@ def _tree_interleave(self, configs, rounds, make):
 
 
 def _folded_ns(d):
-    """{app: [CPU ns of each process's cpu.folded file]} in d."""
+    """{app: [CPU ns of each cpu.folded file]} in d: one per program name
+    and tree, app.PID.cpu.folded, or app.PID.N.cpu.folded once a name's
+    kept samples filled a set (uploader/group.h)."""
     apps = {}
     for f in ids_in(d, ".cpu.folded"):
         ns = 0
         for line in open(os.path.join(d, f)):
             if line.strip():
                 ns += int(line.rsplit(" ", 1)[1])
-        apps.setdefault(f.rsplit(".", 3)[0], []).append(ns)
+        apps.setdefault(re.sub(r"\.\d+(\.\d+)?\.cpu\.folded$", "", f), []).append(ns)
     return apps
 
 

@@ -1,6 +1,8 @@
 /* check_export.c -- one export pass over hand-built tables
- * (uploader/export.h): the files it writes, their names and contents. */
+ * (uploader/export.h) and the files its group writes (uploader/group.h):
+ * their names and contents. */
 #include "uploader/export.h"
+#include "uploader/group.h"
 
 #include <check.h>
 #include <dirent.h>
@@ -41,7 +43,17 @@ setup(void)
 static void
 teardown(void)
 {
+	ps_group_free_all();
 	hm_rmdir(dir);
+}
+
+/* A pass, then the files (as the worker's loop does). */
+static int
+pass(struct ps_export *e, int final)
+{
+	int rc = ps_export_run(e, final);
+
+	return rc ? rc : ps_group_write_all();
 }
 
 /* Contents of dir/name, NUL-terminated, static; NULL if absent. */
@@ -69,29 +81,26 @@ files_in_dir(void)
 
 START_TEST(export_writes_nothing_for_a_process_that_recorded_nothing)
 {
-	ck_assert_int_eq(ps_export_run(&x, 1), 0);
+	ck_assert_int_eq(pass(&x, 1), 0);
 	ck_assert_int_eq(files_in_dir(), 0);
-	ck_assert_uint_eq(x.files_written, 0);
 }
 END_TEST
 
 START_TEST(export_writes_the_cpu_files_of_a_cpu_only_run)
 {
 	hm_cpu(&st, hm_leaf_a, 2, 10);
-	ck_assert_int_eq(ps_export_run(&x, 0), 0);
+	ck_assert_int_eq(pass(&x, 0), 0);
 	ck_assert_str_eq(file("app.4242.cpu.folded"), "hm_main;hm_work;hm_leaf_a 20000000\n");
 	ck_assert_mem_eq(file("app.4242.cpu.pb.gz"), "\x1f\x8b", 2);   /* gzip */
 	ck_assert_ptr_null(file("app.4242.alloc.pb.gz"));   /* no allocation sampled */
 	ck_assert_int_eq(files_in_dir(), 2);
-	ck_assert_uint_eq(x.files_written, 2);
-	ck_assert_uint_eq(x.file_errors, 0);
 }
 END_TEST
 
 START_TEST(export_writes_every_allocation_series)
 {
 	hm_alloc_samples(&st, &lt, 4, 100, 1);
-	ck_assert_int_eq(ps_export_run(&x, 0), 0);
+	ck_assert_int_eq(pass(&x, 0), 0);
 	ck_assert_str_eq(file("app.4242.alloc_objects.folded"), "hm_main;hm_alloc 4\n");
 	ck_assert_str_eq(file("app.4242.alloc_space.folded"), "hm_main;hm_alloc 400\n");
 	ck_assert_str_eq(file("app.4242.inuse_objects.folded"), "hm_main;hm_alloc 1\n");
@@ -104,9 +113,9 @@ END_TEST
 START_TEST(export_files_cover_the_whole_run_so_far)
 {
 	hm_cpu(&st, hm_leaf_a, 1, 10);
-	ck_assert_int_eq(ps_export_run(&x, 0), 0);
+	ck_assert_int_eq(pass(&x, 0), 0);
 	hm_cpu(&st, hm_leaf_a, 2, 10);
-	ck_assert_int_eq(ps_export_run(&x, 1), 0);
+	ck_assert_int_eq(pass(&x, 1), 0);
 	ck_assert_str_eq(file("app.4242.cpu.folded"), "hm_main;hm_work;hm_leaf_a 30000000\n");
 	ck_assert_uint_eq(x.passes, 2);
 }
@@ -122,7 +131,7 @@ START_TEST(export_never_overwrites_an_earlier_image_of_the_same_pid)
 	ck_assert_ptr_nonnull(fp);
 	fclose(fp);
 	hm_cpu(&st, hm_leaf_a, 1, 10);
-	ck_assert_int_eq(ps_export_run(&x, 0), 0);
+	ck_assert_int_eq(pass(&x, 0), 0);
 	ck_assert_str_eq(file("app.4242.1.cpu.folded"), "hm_main;hm_work;hm_leaf_a 10000000\n");
 	ck_assert_str_eq(file("app.4242.cpu.pb.gz"), "");   /* untouched */
 }
@@ -139,9 +148,7 @@ START_TEST(export_counts_a_directory_it_cannot_use_and_writes_nothing)
 	fclose(fp);
 	snprintf(x.dir, sizeof(x.dir), "%s/sub", plain);
 	hm_cpu(&st, hm_leaf_a, 1, 10);
-	ck_assert_int_ne(ps_export_run(&x, 0), 0);
-	ck_assert_uint_eq(x.files_written, 0);
-	ck_assert_uint_ge(x.file_errors, 1);
+	ck_assert_int_ne(pass(&x, 0), 0);
 	ck_assert_int_eq(files_in_dir(), 1);    /* the plain file only */
 }
 END_TEST
@@ -153,8 +160,83 @@ START_TEST(export_comments_say_what_was_dropped)
 	hm_cpu(&st, hm_leaf_a, 1, 10);
 	ps_stacktab_add_special(&st, PS_SLOT_FULL, v);
 	atomic_store(&st.c->dropped, 3);
-	ck_assert_int_eq(ps_export_run(&x, 0), 0);
+	ck_assert_int_eq(pass(&x, 0), 0);
 	ck_assert_ptr_nonnull(strstr(file("app.4242.cpu.folded"), "table full"));
+}
+END_TEST
+
+/* A second program of the tree led by x (same name): it folds the same
+ * table, so every stack counts twice in the group's files. */
+static struct ps_export *
+second(int pid)
+{
+	struct ps_export *y;
+
+	ck_assert_int_lt(nxs, 16);
+	y = &xs[nxs++];
+	hm_export(y, &cfg, &lt, dir, pid);
+	y->tree = 4242;
+	return y;
+}
+
+START_TEST(group_files_hold_every_program_of_a_name)
+{
+	struct ps_export *me = &x, *y;
+
+	hm_cpu(&st, hm_leaf_a, 1, 10);
+	y = second(4343);
+	ck_assert_int_eq(ps_export_run(y, 0), 0);
+	ck_assert_int_eq(pass(me, 0), 0);
+	ck_assert_str_eq(file("app.4242.cpu.folded"), "hm_main;hm_work;hm_leaf_a 20000000\n");
+	ck_assert_ptr_null(file("app.4343.cpu.folded"));
+	ck_assert_int_eq(files_in_dir(), 2);
+	/* Another name is another set. */
+	snprintf(second(4444)->app, sizeof(x.app), "other");
+	ck_assert_int_eq(pass(&xs[nxs - 1], 0), 0);
+	ck_assert_str_eq(file("other.4242.cpu.folded"), "hm_main;hm_work;hm_leaf_a 10000000\n");
+}
+END_TEST
+
+START_TEST(group_keeps_a_program_that_ended)
+{
+	struct ps_export *me = &x, *y = second(4343);
+
+	hm_cpu(&st, hm_leaf_a, 1, 10);
+	ck_assert_int_eq(ps_export_run(y, 1), 0);
+	ps_group_leave(y);
+	ps_export_free(y);
+	ck_assert_int_eq(pass(me, 0), 0);
+	ck_assert_str_eq(file("app.4242.cpu.folded"), "hm_main;hm_work;hm_leaf_a 20000000\n");
+	/* Later samples count for the live one only. */
+	hm_cpu(&st, hm_leaf_b, 1, 10);
+	ck_assert_int_eq(pass(me, 0), 0);
+	ck_assert_str_eq(file("app.4242.cpu.folded"), "hm_main;hm_work;hm_leaf_a 20000000\n"
+			 "hm_main;hm_work;hm_leaf_b 10000000\n");
+}
+END_TEST
+
+START_TEST(group_closes_a_full_store_and_goes_on_in_the_next_set)
+{
+	struct ps_export *me = &x, *y;
+	int i;
+
+	hm_cpu(&st, hm_leaf_a, 1, 10);
+	ck_assert_int_eq(pass(me, 0), 0);
+	ps_group_store_bytes = 1;       /* every program that ends closes a set */
+	for (i = 0; i < 2; i++) {
+		y = second(5000 + i);
+		ck_assert_int_eq(ps_export_run(y, 1), 0);
+		ps_group_leave(y);
+		ps_export_free(y);
+	}
+	ps_group_store_bytes = PS_GROUP_STORE_BYTES;
+	ck_assert_int_eq(ps_group_write_all(), 0);
+	/* Each closed set holds the program that ended alone; the live one
+	 * is in the last set only, never counted twice. */
+	ck_assert_str_eq(file("app.4242.cpu.folded"), "hm_main;hm_work;hm_leaf_a 10000000\n");
+	ck_assert_str_eq(file("app.4242.1.cpu.folded"), "hm_main;hm_work;hm_leaf_a 10000000\n");
+	ck_assert_str_eq(file("app.4242.2.cpu.folded"), "hm_main;hm_work;hm_leaf_a 10000000\n");
+	ck_assert_ptr_null(file("app.4242.3.cpu.folded"));
 }
 END_TEST
 
@@ -172,6 +254,9 @@ export_suite(void)
 	tcase_add_test(tc, export_never_overwrites_an_earlier_image_of_the_same_pid);
 	tcase_add_test(tc, export_counts_a_directory_it_cannot_use_and_writes_nothing);
 	tcase_add_test(tc, export_comments_say_what_was_dropped);
+	tcase_add_test(tc, group_files_hold_every_program_of_a_name);
+	tcase_add_test(tc, group_keeps_a_program_that_ended);
+	tcase_add_test(tc, group_closes_a_full_store_and_goes_on_in_the_next_set);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -19,6 +19,7 @@
  *     failure leaks nothing.
  */
 #include "uploader/export.h"
+#include "uploader/group.h"
 
 #include <check.h>
 #include <dirent.h>
@@ -256,6 +257,7 @@ static void
 run(long n, struct outcome *o)
 {
 	static struct ps_export x;
+	int write_failed = 0;
 
 	clear_dir();
 	memset(o, 0, sizeof(*o));
@@ -267,16 +269,18 @@ run(long n, struct outcome *o)
 
 	arm(n);
 	(void)ps_export_run(&x, 0);
+	write_failed += ps_group_write_all() != 0;
 	ps_upload_send(&x.remote.up, fake_clock(), 1000, 0, 0, NULL);
 	(void)ps_export_run(&x, 1);
+	write_failed += ps_group_write_all() != 0;
 	ps_upload_send(&x.remote.up, fake_clock(), 1000, 1, fake_clock() + 5 * SEC, NULL);
-	ps_buf_free(&x.out);
+	ps_group_free_all();
 	armed = 0;
 
 	o->allocations = nalloc;
 	o->held = nlive;
 	o->sent = sent;
-	o->counted = x.file_errors + x.fold_errors + x.remote.up.dropped + x.remote.up.deferred +
+	o->counted = write_failed + x.fold_errors + x.remote.up.dropped + x.remote.up.deferred +
 		     x.remote.up.failed + x.remote.up.retries;
 	ck_assert_uint_eq(x.remote.up.n, 0);    /* the final flush empties the queue */
 	for (size_t i = 0; i < PS_ARRAY_LEN(folded_files); i++) {

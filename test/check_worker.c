@@ -158,10 +158,19 @@ fork_case(int use_exit)
 		child(use_exit);
 	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
 	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-	/* The child's own samples only, in a file of its own, written
-	 * before it ended -- except at _exit where no helper process can be
-	 * made: _exit starts no thread (worker.h). */
-	if (use_exit && !ps_worker_is_helper())
+	/* With a helper, the child is a program of the parent's tree: the
+	 * tree's helper took its birth notice, and its samples are in the
+	 * files of its program name, the parent's (group.h), written when
+	 * the leader ends.  Without one (thread mode) the child has files
+	 * of its own -- except at _exit, which starts no thread (worker.h). */
+	if (ps_worker_is_helper()) {
+		ck_assert_ptr_null(folded_of(pid));
+		ps_worker_flush(30 * SEC, 1);
+		ck_assert_str_eq(folded_of(getpid()), "hm_main;hm_work;hm_leaf_a 10000000\n"
+				 "hm_main;hm_work;hm_leaf_b 40000000\n");
+		return;
+	}
+	if (use_exit)
 		ck_assert_ptr_null(folded_of(pid));
 	else
 		ck_assert_str_eq(folded_of(pid), "hm_main;hm_work;hm_leaf_b 40000000\n");

@@ -17,22 +17,20 @@
 #define DWARF_PASS_NS 1000000000ull
 
 #include "uploader/files.h"
+#include "uploader/group.h"
 #include "common/log.h"
 #include "uploader/profiles.h"
 #include "uploader/symbols.h"
-
-#define OUT_CAP (64u << 20)  /* the largest profile file we write */
 
 void
 ps_export_setup(struct ps_export *x)
 {
 	x->ready = 0;
 	x->dirfd = -1;
-	x->seq = -1;
-	x->passes = x->files_written = x->file_errors = x->fold_errors = 0;
+	x->group = NULL;
+	x->incomplete = 0;
+	x->passes = x->fold_errors = 0;
 	memset(&x->fold, 0, sizeof(x->fold));
-	memset(&x->out, 0, sizeof(x->out));
-	x->out.cap = OUT_CAP;
 	x->start_ns = ps_clock_ns(CLOCK_REALTIME);
 }
 
@@ -57,10 +55,6 @@ void
 ps_export_free(struct ps_export *x)
 {
 	ps_fold_free(&x->fold);
-	ps_buf_free(&x->out);
-	if (x->dirfd >= 0)
-		(void)close(x->dirfd);
-	x->dirfd = -1;
 	x->ready = 0;
 	ps_remote_free(&x->remote);
 }
@@ -70,48 +64,6 @@ ps_export_abandon(struct ps_export *x)
 {
 	ps_export_setup(x);
 	ps_remote_abandon(&x->remote, x->start_ns);
-}
-
-static int
-file_name(const struct ps_export *x, int seq, const char *kind, char *name, size_t len)
-{
-	int n = seq ? snprintf(name, len, "%.200s.%d.%d.%s", x->app, (int)x->pid, seq, kind)
-		    : snprintf(name, len, "%.200s.%d.%s", x->app, (int)x->pid, kind);
-
-	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
-}
-
-/* The pprof file's kind: "cpu.pb.gz", "alloc.pb.gz". */
-static void
-pprof_kind(const struct ps_family *fam, char *kind, size_t len)
-{
-	snprintf(kind, len, "%s.pb.gz", fam->kind);
-}
-
-static int
-taken(const struct ps_export *x, int seq)
-{
-	char name[NAME_MAX + 1], kind[32];
-	size_t i;
-
-	for (i = 0; i < PS_NFAMILIES; i++) {
-		pprof_kind(ps_families[i], kind, sizeof(kind));
-		if (file_name(x, seq, kind, name, sizeof(name)) == 0 &&
-		    faccessat(x->dirfd, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
-			return 1;
-	}
-	return 0;
-}
-
-/* Once per image: never overwrite the profile of an earlier image. */
-static void
-choose_seq(struct ps_export *x)
-{
-	int seq = 0;
-
-	while (seq < 1000 && taken(x, seq))
-		seq++;
-	x->seq = seq;
 }
 
 /* The configured (or default) directory cannot be used: a configuration
@@ -134,91 +86,6 @@ ps_export_check_dir(struct ps_export *x)
 		refuse_dir(x, rc);
 }
 
-static int
-write_file(struct ps_export *x, const char *kind, const struct ps_buf *b)
-{
-	char name[NAME_MAX + 1];
-	int rc;
-
-	if (x->dirfd == -1) {
-		x->dirfd = ps_files_open_dir(x->dir);
-		if (x->dirfd < 0) {
-			rc = x->dirfd;
-			refuse_dir(x, rc);
-			x->file_errors++;
-			return rc;
-		}
-	}
-	if (x->dirfd < 0) {
-		x->file_errors++;       /* refused once, counted every time */
-		return -EBADF;
-	}
-	if (x->seq < 0)
-		choose_seq(x);
-	if (file_name(x, x->seq, kind, name, sizeof(name)))
-		return -ENAMETOOLONG;
-	rc = ps_files_write(x->dirfd, name, b->data, b->len);
-	if (rc) {
-		x->file_errors++;
-		ps_warn("writing %s/%s: %s", x->dir, name, strerror(-rc));
-		return rc;
-	}
-	x->files_written++;
-	return 0;
-}
-
-static int
-write_folded(struct ps_export *x, const struct ps_series *s)
-{
-	char kind[64];
-	int rc;
-
-	ps_buf_reset(&x->out);
-	rc = ps_fold_folded(&x->fold, NULL, s->value, s->div, &x->out);
-	if (rc) {
-		x->file_errors++;
-		ps_warn("folding the %s profile: %s", s->type, strerror(-rc));
-		return rc;
-	}
-	snprintf(kind, sizeof(kind), "%s.folded", s->type);
-	return write_file(x, kind, &x->out);
-}
-
-static int
-write_pprof(struct ps_export *x, const struct ps_family *fam, struct ps_profile_meta *m)
-{
-	char kind[32];
-	int rc = ps_profile_encode(&x->fold, fam, NULL, m, &x->out);
-
-	if (rc) {
-		x->file_errors++;
-		ps_warn("encoding the %s profile: %s", fam->kind, strerror(-rc));
-		return rc;
-	}
-	pprof_kind(fam, kind, sizeof(kind));
-	return write_file(x, kind, &x->out);
-}
-
-static int
-write_local(struct ps_export *x, struct ps_profile_meta *m)
-{
-	const struct ps_family *fam;
-	int rc = 0;
-
-	m->time_nanos = (int64_t)x->start_ns;
-	m->duration_nanos = (int64_t)(ps_clock_ns(CLOCK_REALTIME) - x->start_ns);
-	for (size_t i = 0; i < PS_NFAMILIES; i++) {
-		fam = ps_families[i];
-		if (!x->on[fam->id] || !ps_family_present(fam, &x->fold, NULL))
-			continue;
-		m->period = ps_family_period(fam, x->cfg->sample_rate, x->cfg->alloc_sample_bytes);
-		rc |= write_pprof(x, fam, m);
-		for (size_t k = 0; k < fam->nseries; k++)
-			rc |= write_folded(x, &fam->series[k]);
-	}
-	return rc ? -EIO : 0;
-}
-
 /* The delivery counters, as the profiles' comments and the log show them. */
 static void
 upload_counts(const struct ps_upload *u, char *out, size_t len)
@@ -227,38 +94,6 @@ upload_counts(const struct ps_upload *u, char *out, size_t len)
 		 "%llu deferred", (unsigned long long)u->sent, (unsigned long long)u->failed,
 		 (unsigned long long)u->dropped, (unsigned long long)u->retries,
 		 (unsigned long long)u->deferred);
-}
-
-/* Comments: what produced the profile, the trace it belongs to, and every
- * loss, so that nothing is lost silently. */
-static size_t
-comments(struct ps_export *x, char c[][200], int incomplete)
-{
-	struct ps_symbols_stats ss;
-	size_t n = 0;
-
-	snprintf(c[n++], 200, "pyroshim %s, pid %d, app %.100s", PS_VERSION, (int)x->pid, x->app);
-	if (x->nlabels)
-		snprintf(c[n++], 200, "trace_id %s, span_id %s (this run's span)", x->trace_hex,
-			 x->span_hex);
-	snprintf(c[n++], 200, "dropped: %llu stacks (table full), %llu stacks (fold full), "
-		 "%llu live blocks (table full)",
-		 (unsigned long long)atomic_load(&x->st->c->dropped),
-		 (unsigned long long)x->fold.dropped,
-		 (unsigned long long)(x->lt ? atomic_load(&x->lt->c->dropped) : 0));
-	if (x->remote.on)
-		upload_counts(&x->remote.up, c[n++], 200);
-	ps_symbols_get_stats(x->fold.syms, &ss);
-	if (ss.dwarf_over_cap)
-		snprintf(c[n++], 200, "source lines: PYROSCOPE_DWARF_MEMORY (%llu bytes) reached; "
-			 "later locations are named by function only",
-			 (unsigned long long)x->cfg->dwarf_memory);
-	else if (x->fold.unresolved)
-		snprintf(c[n++], 200, "source lines: %u locations named by function only until "
-			 "the next pass (look-up time budget)", x->fold.unresolved);
-	if (incomplete)
-		snprintf(c[n++], 200, "incomplete: out of memory while folding");
-	return n;
 }
 
 /* Make the fold at the first pass or scrape.  Returns 0 or -ENOMEM (the
@@ -298,8 +133,8 @@ ps_export_learn(struct ps_export *x)
 int
 ps_export_run(struct ps_export *x, int final)
 {
-	char c[6][200];
-	const char *cp[6];
+	char c[PS_GROUP_COMMENTS][200];
+	const char *cp[PS_GROUP_COMMENTS];
 	struct ps_profile_meta m;
 	const struct ps_stacktab *st = x->st;
 	size_t nc, i;
@@ -319,7 +154,8 @@ ps_export_run(struct ps_export *x, int final)
 	folded = ps_fold_update(&x->fold, st, x->on[PS_FAMILY_ALLOC] ? x->lt : NULL);
 	if (folded)
 		x->fold_errors++;       /* the next pass folds what is missing */
-	nc = comments(x, c, folded != 0);
+	x->incomplete = folded != 0;
+	nc = ps_group_comments_of(x, c);
 	for (i = 0; i < nc; i++)
 		cp[i] = c[i];
 	memset(&m, 0, sizeof(m));
@@ -330,8 +166,7 @@ ps_export_run(struct ps_export *x, int final)
 	ps_debug("export pass %llu%s: %u stacks, %lld cpu samples; %s", (unsigned long long)x->passes,
 		 final ? " (final)" : "", x->fold.n,
 		 (long long)ps_fold_total(&x->fold, NULL, PS_F_CPU_SAMPLES), c[nc - 1]);
-	if (x->dir[0])
-		rc = write_local(x, &m);
+	rc = ps_group_update(x);
 	ps_remote_queue(&x->remote, &x->fold, x->on, &m,
 			ps_clock_ns(CLOCK_REALTIME));
 	return rc;

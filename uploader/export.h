@@ -1,5 +1,6 @@
-/* export.h -- one export pass: fold the tables, write the local files and
- * queue the uploads.
+/* export.h -- one export pass: fold the tables, queue the uploads, and
+ * mark the program's local files due (group.h writes them, one set per
+ * program name of the tree).
  *
  * Local files always cover the whole run so far (cumulative); uploads
  * cover the interval since the previous pass (remote.h).  An empty profile
@@ -36,6 +37,7 @@ struct ps_export {
 	struct ps_livetab *lt;         /* not owned; NULL without allocation profiling */
 	int on[PS_NFAMILIES];          /* per family: profiled in this run */
 	pid_t pid;
+	pid_t tree;                    /* the tree's leader; 0: pid (group.h) */
 	/* The process whose objects name the stacks (ps_symbols_watch):
 	 * 0 for this one; watch_only when this process is no copy of it. */
 	pid_t watch;
@@ -55,18 +57,14 @@ struct ps_export {
 	int argc;
 	/* Owned, created by the first pass. */
 	int ready;
-	int dirfd;                     /* -1 until opened; -2 after a refusal */
-	/* File names are app.pid.kind, or app.pid.seq.kind when files of
-	 * that pid were there before this image's first write (an earlier
-	 * image of the same process, before an exec, or an earlier process
-	 * that had the same pid): -1 until the first write chooses. */
-	int seq;
+	int dirfd;                     /* -2: the directory was refused */
+	struct ps_group *group;        /* its local files (not owned) */
+	int incomplete;                /* the last fold was (out of memory) */
 	struct ps_fold fold;
-	struct ps_buf out;
 	struct ps_remote remote;       /* server state; remote.on = 0 without one */
 	/* Counters, shown in the debug log and in profile comments.
 	 * fold_errors: passes whose fold was incomplete (out of memory). */
-	uint64_t passes, files_written, file_errors, fold_errors;
+	uint64_t passes, fold_errors;
 };
 
 /* Prepare (no allocation yet): reset the pass state and the start time.
@@ -82,7 +80,8 @@ void ps_export_set_span(struct ps_export *x, struct ps_span *sp);
  * Context: constructor, fork child. */
 void ps_export_check_dir(struct ps_export *x);
 
-/* Run one pass.  `final` is set for the pass at exit or exec.
+/* Run one pass.  `final` is set for the pass at exit or exec.  The local
+ * files are written by ps_group_write_all (group.h).
  * Returns 0 or a negative errno of the first failure (already logged). */
 int ps_export_run(struct ps_export *x, int final);
 
@@ -115,9 +114,9 @@ uint64_t ps_export_next_due(const struct ps_export *x);
 /* At exit: queue the run's span with x->exit_code, x->argv. */
 void ps_export_end_span(struct ps_export *x);
 
-/* Free what the passes made (fold, output buffer, directory); what the
- * upload queue still holds is dropped, counted.  Context: the owner, once
- * the last pass is done. */
+/* Free what the passes made (the fold); what the upload queue
+ * still holds is dropped, counted.  Context: the owner, once the last pass
+ * is done, after ps_group_leave. */
 void ps_export_free(struct ps_export *x);
 
 /* Fork child: forget the parent's state without freeing it (the parent's

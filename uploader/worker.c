@@ -35,6 +35,7 @@
 #include "shim/bench.h"
 #include "shim/stacktab.h"
 #include "shim/wait.h"
+#include "uploader/group.h"
 #include "uploader/listen.h"
 #include "uploader/symbols.h"
 
@@ -263,6 +264,10 @@ static void
 last_pass(struct session *s, uint64_t deadline, int end, int dead)
 {
 	(void)ps_export_run(s->x, 1);
+	/* The leader's caller looks at the files when it returns: every
+	 * program's so far, the dead drained first (loop()). */
+	if (s->root && end)
+		(void)ps_group_write_all();
 	if (end) {
 		take_exit_info(s, dead);
 		ps_export_end_span(s->x);
@@ -388,6 +393,7 @@ session_export(struct session *s)
 	e->lt = s->r.has_lt ? &s->lt : NULL;
 	memcpy(e->on, s->r.on, sizeof(e->on));
 	e->pid = s->pid;
+	e->tree = host;                 /* the helper's first program */
 	e->watch = s->pid;
 	e->watch_only = 1;
 	e->skip_lo = s->r.skip_lo;
@@ -673,6 +679,7 @@ end_session(unsigned i)
 			(void)alarm(0);
 		return;
 	}
+	ps_group_leave(s->x);
 	ps_export_free(s->x);
 	if (ps_log_level() >= PS_LOG_DEBUG)
 		ps_debug("uploader: pid %d's session ended, %u left; helper RSS %ld KiB",
@@ -781,6 +788,7 @@ loop(int helper_side)
 				i++;
 		if (!nss) {
 			closing = 1;    /* the accepting thread answers no one now */
+			(void)ps_group_write_all();
 			pthread_mutex_unlock(&lock);
 			return;
 		}
@@ -790,6 +798,7 @@ loop(int helper_side)
 				(void)ps_export_run(ss[i]->x, 0);
 				ps_export_save_symbols(ss[i]->x, 0, CACHE_FILL_NS);
 			}
+			(void)ps_group_write_all();
 			next += interval;
 			if (next < now)
 				next = now + interval;  /* a slow pass: skip, don't burst */
@@ -1747,6 +1756,7 @@ ps_worker_child(void)
 	/* Thread mode: the parent's listening socket was copied into this
 	 * child's descriptor table; only the parent serves it. */
 	ps_listen_drop();
+	ps_group_forget();
 	pthread_mutex_init(&lock, NULL);
 	if (parent)
 		ps_shmem_free(parent, sizeof(*parent));

@@ -49,10 +49,11 @@ def default_signals():
 
 
 class Run:
-    def __init__(self, rc, out, err, utime, stime, wall):
+    def __init__(self, rc, out, err, utime, stime, wall, pid=None):
         self.rc, self.out, self.err = rc, out, err
         self.cpu = utime + stime
         self.wall = wall
+        self.pid = pid
 
 
 def run(argv, env, timeout=120, cwd=None, stdin=None):
@@ -77,7 +78,7 @@ def run(argv, env, timeout=120, cwd=None, stdin=None):
         out.seek(0)
         err.seek(0)
         return Run(p.returncode, out.read(), err.read(), ru.ru_utime, ru.ru_stime,
-                   time.monotonic() - t0)
+                   time.monotonic() - t0, p.pid)
 
 
 def helper_log(test, log, timeout=30):
@@ -98,19 +99,19 @@ def have_go():
     return shutil.which("go") is not None
 
 
-def pprof_raw(path):
-    """Decode a pprof file with `go tool pprof -raw`.  Returns
-    (sample_types, samples) where samples is a list of (values, frames)
-    with frames leaf first, as function names: a location with inlined
-    functions stands for several frames, innermost first, as Pyroscope's
-    flame graph shows them."""
+def pprof_by_pid(path, pid=None):
+    """Decode a pprof file with `go tool pprof -raw`: (sample_types,
+    {pid: samples}), samples as pprof_raw's, keyed by their numeric `pid`
+    label (None without one).  With pid, that process's only
+    (`-tagfocus pid=N`)."""
     env = dict(os.environ, PPROF_TMPDIR=tempfile.gettempdir(), HOME=os.environ.get("HOME", "/tmp"))
-    p = subprocess.run(["go", "tool", "pprof", "-raw", "-symbolize=none", path],
+    focus = ["-tagfocus", "pid=%d" % pid] if pid is not None else []
+    p = subprocess.run(["go", "tool", "pprof", "-raw", "-symbolize=none"] + focus + [path],
                        capture_output=True, text=True, env=env, timeout=120)
     if p.returncode != 0:
         raise AssertionError("go tool pprof failed on %s: %s" % (path, p.stderr))
     lines = p.stdout.splitlines()
-    types, samples, locs = [], [], {}
+    types, locs = [], {}
     cur = None
     section = None
     raw = []
@@ -131,9 +132,12 @@ def pprof_raw(path):
             m = re.match(r"\s*([-\d\s]+):\s*([\d\s]*)$", line)
             if m:
                 raw.append(([int(v) for v in m.group(1).split()],
-                            [int(x) for x in m.group(2).split()]))
-            elif raw and line.strip() and not line.strip().startswith(("{", "[")):
-                pass
+                            [int(x) for x in m.group(2).split()], [None]))
+                continue
+            # The sample's labels, on the lines below it.
+            m = re.search(r"(?:^|\s)pid:\[(\d+)\]", line)
+            if m and raw:
+                raw[-1][2][0] = int(m.group(1))
         elif section == "locations":
             # "N: 0xADDR M=k name file:line s=start(system_name)"; the
             # system name is printed only where it differs from the name.
@@ -147,9 +151,28 @@ def pprof_raw(path):
             m = re.match(r"\s+(.*?)\s+\S*:\d+\s+s=\d+(?:\(.*\))?\s*$", line)
             if m and cur is not None:
                 locs[cur].append(m.group(1))
-    for vals, ids in raw:
-        samples.append((vals, [f for i in ids for f in locs.get(i, ["?%d" % i])]))
-    return types, samples
+    by = {}
+    for vals, ids, label in raw:
+        by.setdefault(label[0], []).append((vals, [f for i in ids for f in locs.get(i, ["?%d" % i])]))
+    return types, by
+
+
+def pprof_raw(path, pid=None):
+    """Decode a pprof file with `go tool pprof -raw`.  Returns
+    (sample_types, samples) where samples is a list of (values, frames)
+    with frames leaf first, as function names: a location with inlined
+    functions stands for several frames, innermost first, as Pyroscope's
+    flame graph shows them.  With pid, that process's samples only
+    (`-tagfocus pid=N`: a tree's file holds every process of a name)."""
+    types, by = pprof_by_pid(path, pid)
+    return types, [s for samples in by.values() for s in samples]
+
+
+def pprof_pids(path):
+    """The processes a pprof file holds: the set of its samples' numeric
+    `pid` labels (every sample type counts: `go tool pprof -tags` would
+    show only those with some of the default type)."""
+    return {pid for pid in pprof_by_pid(path)[1] if pid is not None}
 
 
 def pprof(*args):
@@ -214,3 +237,27 @@ class ShimTest(unittest.TestCase):
 
     def files(self):
         return sorted(os.listdir(self.out)) if os.path.isdir(self.out) else []
+
+    def files_of(self, app, kind):
+        """Every file of program name `app` and `kind` ("cpu.pb.gz"): a
+        tree writes one set per name (app.LEADER.kind, app.LEADER.N.kind)."""
+        return [os.path.join(self.out, f) for f in self.files()
+                if re.fullmatch(r"%s\.\d+(\.\d+)?\.%s" % (re.escape(app), re.escape(kind)), f)]
+
+    def samples_of(self, app, kind, pid):
+        """Process pid's samples in app's files of `kind`: (types, samples)
+        as pprof_raw's, or (None, []) when no file holds it."""
+        types, got = None, []
+        for path in self.files_of(app, kind):
+            t, by = pprof_by_pid(path)
+            if pid in by:
+                types = t
+                got += by[pid]
+        return types, got
+
+    def pids_of(self, app, kind):
+        """Every process in app's files of `kind`."""
+        pids = set()
+        for path in self.files_of(app, kind):
+            pids |= set(pprof_pids(path))
+        return pids

@@ -303,16 +303,20 @@ class ThreadsForkCxxSignals(AllocTest):
             exited += e
             quick += q
         for pid in exited + quick:
-            samples = self.decode(self.alloc_file("fk", pid))
+            types, samples = self.samples_of("fk", "alloc.pb.gz", pid)
+            self.assertEqual(types, TYPES, pid)
             _, cum = flat_and_cum(samples, A_SPACE)
             # Each child allocates 256 blocks of 1-32 KiB, 4.2 MB: its
             # profile is its own, not the parent's threads'.
             self.assertGreater(cum.get("child_alloc", 0), 0, pid)
             self.assertEqual(cum.get("background_alloc", 0), 0, pid)
-        parents = [f for f in self.files() if f.endswith(".alloc.pb.gz")
-                   and int(f.split(".")[1]) not in exited + quick]
-        self.assertEqual(len(parents), attempts, "one parent per attempt: %s" % parents)
-        _, cum = flat_and_cum(self.decode(os.path.join(self.out, parents[0])), A_SPACE)
+        # One file per attempt (the tree's one program name), named
+        # after its parent, which leads the tree.
+        parents = [int(f.split(".")[1]) for f in self.files() if f.endswith(".alloc.pb.gz")]
+        self.assertEqual(len(parents), attempts, "one file per attempt: %s" % self.files())
+        self.assertFalse(set(parents) & set(exited + quick))
+        _, samples = self.samples_of("fk", "alloc.pb.gz", parents[0])
+        _, cum = flat_and_cum(samples, A_SPACE)
         self.assertGreater(cum.get("background_alloc", 0), 0)
 
     def test_cxx_new_shows_operator_new_under_the_method(self):

@@ -9,7 +9,7 @@ import math
 import os
 import unittest
 
-from common import (PROG, ROOT, ShimTest, clean_env, flat_and_cum, have_go,
+from common import (PROG, ROOT, ShimTest, clean_env, flat_and_cum, have_go, pprof_pids,
                     pprof_raw, read_folded, run)
 
 
@@ -74,24 +74,35 @@ class CpuProfile(ShimTest):
         n = self.split(threads=1, rate=1000, ms=2000)
         self.assertGreater(n, 200)
 
-    def test_forked_child_writes_its_own_profile(self):
+    def test_forked_child_is_labelled_in_its_programs_file(self):
         env = clean_env({"PYROSCOPE_OUTPUT_DIR": self.out, "PYROSCOPE_APPLICATION_NAME": "fk",
                          "PYROSCOPE_SAMPLE_RATE": "250"})
         r = run([os.path.join(PROG, "forker"), "600"], env)
         self.assertEqual(r.rc, 0, r.err)
         self.assertEqual(r.err, b"")
         child = int(r.out.decode().strip())
-        self.assertTrue(os.path.exists(self.profile("fk", child, "cpu.pb.gz")), self.files())
-        _, samples = pprof_raw(self.profile("fk", child, "cpu.pb.gz"))
+        # One file for the program name: the parent leads the tree, and
+        # the child is in it under its own pid label.
+        files = self.files_of("fk", "cpu.pb.gz")
+        self.assertEqual(len(files), 1, self.files())
+        pids = pprof_pids(files[0])
+        self.assertEqual(len(pids), 2, pids)
+        self.assertIn(child, pids)
+        parent = [p for p in pids if p != child][0]
+        self.assertEqual(files[0], self.profile("fk", parent, "cpu.pb.gz"))
+        _, samples = pprof_raw(files[0], child)
         _, cum = flat_and_cum(samples, 1)
         self.assertGreater(cum.get("child_work", 0), 0.8 * sum(v[1] for v, _ in samples))
         self.assertEqual(cum.get("parent_work", 0), 0, "the child starts an empty profile")
-        parents = [f for f in self.files() if f.endswith(".cpu.pb.gz") and f != "fk.%d.cpu.pb.gz" % child]
-        self.assertEqual(len(parents), 1)
-        _, samples = pprof_raw(os.path.join(self.out, parents[0]))
+        _, samples = pprof_raw(files[0], parent)
         _, cum = flat_and_cum(samples, 1)
         self.assertGreater(cum.get("parent_work", 0), 0)
         self.assertEqual(cum.get("child_work", 0), 0)
+        # Without the label filter, both.
+        _, samples = pprof_raw(files[0])
+        _, cum = flat_and_cum(samples, 1)
+        self.assertGreater(cum.get("parent_work", 0), 0)
+        self.assertGreater(cum.get("child_work", 0), 0)
 
 
 class ShortProcesses(ShimTest):

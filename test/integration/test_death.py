@@ -166,7 +166,9 @@ class Death(ShimTest):
             if abs(total - r.cpu) <= 0.2 * r.cpu or time.monotonic() > deadline:
                 break
             time.sleep(0.3)
-        self.assertGreaterEqual(len(files), 3, self.files())
+        # One file for the tree's one program name, every process in it.
+        self.assertEqual(len(files), 1, self.files())
+        self.assertGreaterEqual(len(self.pids_of("mp", "cpu.pb.gz")), 3, self.files())
         self.assertAlmostEqual(total, r.cpu, delta=0.2 * r.cpu)
 
     def test_the_program_sees_only_its_own_children_and_descriptors(self):

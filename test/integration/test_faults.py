@@ -434,11 +434,11 @@ class ServerFaults(PeerTest, FaultTest):
         msg = "peak RSS MiB: %s" % {k: round(v / MiB, 1) for k, v in rss.items()}
         self.assertEqual((counts["sent"], counts["failed"]), (0, 0), msg)
         # What the refused run dropped to stay within its bound, by type
-        # (the debug log names each; the last pass drops more after its
-        # counters are written): the in-use requests are `big` bytes.
+        # (the debug log names each; the last flush drops more after the
+        # files' counters are written): the in-use requests are `big` bytes.
         with open(log) as f:
             text = f.read()
-        final = text.index(" (final): ")
+        final = text.rindex("local files of ", 0, text.index("after the last flush"))
         dropped = re.findall(r"upload queue full: dropping the oldest (\w+) profile", text)
         self.assertEqual(len(re.findall("upload queue full", text[:final])), counts["dropped"], msg)
         unbounded = sum(big for t in dropped if t.startswith("inuse_"))

@@ -35,7 +35,7 @@ import tempfile
 import time
 import unittest
 
-from common import PROG, ShimTest, clean_env, flat_and_cum, have_go, pprof_raw, read_folded
+from common import PROG, ShimTest, clean_env, flat_and_cum, have_go, pprof_by_pid
 
 FAST = {"PYROSCOPE_SAMPLE_RATE": "1000", "PYROSCOPE_ALLOC_SAMPLE_BYTES": "4096"}
 SAMPLES_PER_CPU_SECOND = 50  # a fifth of the 250 the kernel's tick allows
@@ -116,15 +116,23 @@ class TortureTest(ShimTest):
                          "%s (%s timer): differs from the run without the shim" % (argv, timer))
         return shim
 
+    def decoded(self, app, kind):
+        """{pid: samples} over app's files of `kind` (a tree writes one set
+        per program name, each sample labelled with its pid)."""
+        types, by = None, {}
+        for path in self.files_of(app, kind):
+            types, got = pprof_by_pid(path)
+            for pid, samples in got.items():
+                by.setdefault(pid, []).extend(samples)
+        return types, by
+
     def pids(self, app, kind):
-        return sorted(int(f.split(".")[1]) for f in self.files()
-                      if f.startswith(app + ".") and f.endswith("." + kind))
+        return sorted(self.decoded(app, kind)[1])
 
     def decode(self, app, pid, kind):
-        path = self.profile(app, pid, kind)
-        self.assertTrue(os.path.exists(path), "%s missing: %s" % (path, self.files()))
-        types, samples = pprof_raw(path)
-        return types, samples
+        types, by = self.decoded(app, kind)
+        self.assertIn(pid, by, "pid %d not in %s's %s files: %s" % (pid, app, kind, self.files()))
+        return types, by[pid]
 
     def cpu(self, app, pid):
         """(samples, {function: cumulative cpu ns}, total cpu ns)."""
@@ -243,14 +251,12 @@ class Processes(TortureTest):
         # threads.  The folded files say it cheaply for all of them; a few
         # are decoded with pprof as well.
         exited = [pid for i, pid in children.items() if i % 2 == 0]
+        types, by = self.decoded(app, "alloc.pb.gz")
         for pid in exited:
-            folded = self.profile(app, pid, "alloc_space.folded")
-            self.assertTrue(os.path.exists(folded), "child %d wrote no profile" % pid)
-            stacks = read_folded(folded)
-            self.assertTrue(any("child_work" in s for s in stacks), (pid, stacks))
-            self.assertFalse(any("background" in s for s in stacks), (pid, stacks))
-        for pid in exited[:3]:
-            self.assertGreater(self.alloc(app, pid).get("child_work", 0), 0)
+            self.assertIn(pid, by, "child %d wrote no profile" % pid)
+            _, cum = flat_and_cum(by[pid], 1)
+            self.assertGreater(cum.get("child_work", 0), 0, (pid, sorted(cum)))
+            self.assertEqual(cum.get("background", 0), 0, (pid, sorted(cum)))
         parent = [p for p in self.pids(app, "cpu.pb.gz") if p not in children.values()]
         self.assertEqual(len(parent), 1, self.files())
         return r, parent[0]
@@ -305,14 +311,11 @@ class Processes(TortureTest):
         return e
 
     def levels_in_profiles(self, pid):
-        """Levels whose work is in any CPU profile of this pid (one file
-        today; one per image once images stop overwriting each other)."""
-        found = set()
-        for f in self.files():
-            if f.startswith("torture_exec.%d." % pid) and f.endswith(".cpu.folded"):
-                for stack in read_folded(os.path.join(self.out, f)):
-                    found.update(lv for lv in range(8) if "work_level%d" % lv in stack)
-        return found
+        """Levels whose work is in the CPU samples of this pid (every image
+        of it: they have the same name and pid label)."""
+        _, by = self.decoded("torture_exec", "cpu.pb.gz")
+        frames = {f for _, fs in by.get(pid, []) for f in fs}
+        return {lv for lv in range(8) if "work_level%d" % lv in frames}
 
     def test_exec_chain_through_sh(self):
         # Every level execs /bin/sh, which execs the next level or forks it:

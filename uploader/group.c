@@ -1,0 +1,590 @@
+/* group.c -- one set of local files per program name.  See group.h. */
+#include "uploader/group.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "uploader/export.h"
+#include "uploader/files.h"
+#include "uploader/profiles.h"
+#include "uploader/symbols.h"
+
+#define OUT_CAP (64u << 20)  /* the largest profile file we write */
+
+/* A process whose samples are in a group's store: its labels. */
+struct gone {
+	pid_t pid;
+	char span[17], trace[33];     /* "" without a span */
+};
+
+/* What the store's processes counted, for the comments. */
+struct counts {
+	uint64_t dropped, fold_dropped, live_dropped;
+	uint64_t sent, failed, lost, retries, deferred;
+	uint64_t unresolved;
+	int over_cap, incomplete, remote;
+};
+
+struct ps_group {
+	struct ps_group *next;
+	char app[256];
+	char dir[PATH_MAX];
+	pid_t tree;
+	int dirfd;                    /* -1 until opened; -2 after a refusal */
+	int seq;                      /* -1 until the first write chooses */
+	int seq_from;                 /* the lowest seq it may choose */
+	int dirty;
+	uint64_t start_ns;            /* the earliest member's */
+	int on[PS_NFAMILIES];         /* any member's */
+	const struct ps_config *cfg;  /* the first member's copy, below */
+	struct ps_config cfg_copy;
+	struct ps_export **m;         /* the live members (not owned) */
+	unsigned nm, m_cap;
+	struct ps_fold store;         /* what the ended members recorded */
+	struct gone *gone;            /* tag - 1 of the store's entries */
+	uint32_t ngone, gone_cap;
+	struct counts kept;
+	struct ps_buf out;
+};
+
+/* Owned by whoever holds the worker's lock (group.h). */
+static struct ps_group *groups;
+size_t ps_group_store_bytes = PS_GROUP_STORE_BYTES;
+
+/* ---- file names ------------------------------------------------------- */
+
+static int
+file_name(const struct ps_group *g, int seq, const char *kind, char *name, size_t len)
+{
+	int n = seq ? snprintf(name, len, "%.200s.%d.%d.%s", g->app, (int)g->tree, seq, kind)
+		    : snprintf(name, len, "%.200s.%d.%s", g->app, (int)g->tree, kind);
+
+	return n < 0 || (size_t)n >= len ? -ENAMETOOLONG : 0;
+}
+
+/* The pprof file's kind: "cpu.pb.gz", "alloc.pb.gz". */
+static void
+pprof_kind(const struct ps_family *fam, char *kind, size_t len)
+{
+	snprintf(kind, len, "%s.pb.gz", fam->kind);
+}
+
+static int
+taken(const struct ps_group *g, int seq)
+{
+	char name[NAME_MAX + 1], kind[32];
+	size_t i;
+
+	for (i = 0; i < PS_NFAMILIES; i++) {
+		pprof_kind(ps_families[i], kind, sizeof(kind));
+		if (file_name(g, seq, kind, name, sizeof(name)) == 0 &&
+		    faccessat(g->dirfd, name, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+/* Once per set of files: never overwrite the profile of an earlier tree
+ * whose leader had the same pid, or of an earlier image of that leader
+ * that wrote them itself (before an exec), or the group's own closed set. */
+static void
+choose_seq(struct ps_group *g)
+{
+	int seq = g->seq_from;
+
+	while (seq < 1000 && taken(g, seq))
+		seq++;
+	g->seq = seq;
+}
+
+/* ---- members ---------------------------------------------------------- */
+
+static struct ps_group *
+group_of(const struct ps_export *x)
+{
+	pid_t tree = x->tree ? x->tree : x->pid;
+	struct ps_group *g;
+
+	for (g = groups; g; g = g->next)
+		if (g->tree == tree && !strcmp(g->app, x->app) && !strcmp(g->dir, x->dir))
+			return g;
+	g = calloc(1, sizeof(*g));
+	if (!g)
+		return NULL;
+	snprintf(g->app, sizeof(g->app), "%s", x->app);
+	snprintf(g->dir, sizeof(g->dir), "%s", x->dir);
+	g->tree = tree;
+	g->dirfd = x->dirfd == -2 ? -2 : -1;  /* its program said the refusal */
+	g->seq = -1;
+	g->start_ns = x->start_ns;
+	g->cfg_copy = *x->cfg;
+	g->cfg = &g->cfg_copy;
+	g->out.cap = OUT_CAP;
+	g->next = groups;
+	groups = g;
+	return g;
+}
+
+int
+ps_group_update(struct ps_export *x)
+{
+	struct ps_group *g = x->group;
+	struct ps_export **v;
+	unsigned cap;
+	size_t i;
+
+	if (!x->dir[0])
+		return 0;
+	if (!g) {
+		g = group_of(x);
+		if (!g)
+			return -ENOMEM;
+		if (g->nm == g->m_cap) {
+			cap = g->m_cap ? 2 * g->m_cap : 4;
+			v = realloc(g->m, cap * sizeof(*v));
+			if (!v)
+				return -ENOMEM;
+			g->m = v;
+			g->m_cap = cap;
+		}
+		g->m[g->nm++] = x;
+		x->group = g;
+		if (x->start_ns < g->start_ns)
+			g->start_ns = x->start_ns;
+		for (i = 0; i < PS_NFAMILIES; i++)
+			g->on[i] |= x->on[i];
+	}
+	g->dirty = 1;
+	return 0;
+}
+
+/* What x counted, added to c. */
+static void
+count(const struct ps_export *x, struct counts *c)
+{
+	struct ps_symbols_stats ss;
+
+	c->dropped += atomic_load(&x->st->c->dropped);
+	c->fold_dropped += x->fold.dropped;
+	c->live_dropped += x->lt ? atomic_load(&x->lt->c->dropped) : 0;
+	if (x->remote.on) {
+		c->remote = 1;
+		c->sent += x->remote.up.sent;
+		c->failed += x->remote.up.failed;
+		c->lost += x->remote.up.dropped;
+		c->retries += x->remote.up.retries;
+		c->deferred += x->remote.up.deferred;
+	}
+	ps_symbols_get_stats(x->fold.syms, &ss);
+	c->over_cap |= ss.dwarf_over_cap;
+	c->unresolved += x->fold.unresolved;
+	c->incomplete |= x->incomplete;
+}
+
+static int write_group(struct ps_group *g, int with_members);
+
+void
+ps_group_leave(struct ps_export *x)
+{
+	struct ps_group *g = x->group;
+	struct gone *v;
+	uint32_t cap;
+	unsigned i;
+
+	if (!g)
+		return;
+	x->group = NULL;
+	for (i = 0; i < g->nm; i++)
+		if (g->m[i] == x) {
+			g->m[i] = g->m[--g->nm];
+			break;
+		}
+	if (g->ngone == g->gone_cap) {
+		cap = g->gone_cap ? 2 * g->gone_cap : 16;
+		v = realloc(g->gone, cap * sizeof(*v));
+		if (!v)
+			goto lost;
+		g->gone = v;
+		g->gone_cap = cap;
+	}
+	v = &g->gone[g->ngone];
+	v->pid = x->pid;
+	snprintf(v->span, sizeof(v->span), "%s", x->nlabels ? x->span_hex : "");
+	snprintf(v->trace, sizeof(v->trace), "%s", x->nlabels ? x->trace_hex : "");
+	if (ps_fold_absorb(&g->store, &x->fold, g->ngone + 1)) {
+		g->kept.incomplete = 1;
+		ps_warn("out of memory keeping pid %d's samples for %s's files: some are lost",
+			(int)x->pid, g->app);
+	}
+	g->ngone++;
+	count(x, &g->kept);
+	g->dirty = 1;
+	if (ps_fold_bytes(&g->store) <= ps_group_store_bytes)
+		return;
+	/* Closed: the store alone, one last time; the members live on in
+	 * the next set. */
+	(void)write_group(g, 0);
+	ps_fold_free(&g->store);
+	g->ngone = 0;
+	memset(&g->kept, 0, sizeof(g->kept));
+	g->seq_from = (g->seq < 0 ? 0 : g->seq) + 1;
+	g->seq = -1;
+	g->dirty = g->nm > 0;
+	return;
+lost:
+	ps_warn("out of memory keeping pid %d's samples for %s's files: they are lost",
+		(int)x->pid, g->app);
+}
+
+/* ---- writing ---------------------------------------------------------- */
+
+/* What one write reads: the store and the members, as parts, with a label
+ * set per process. */
+struct view {
+	struct ps_profile_part *parts;
+	size_t nparts;
+	struct ps_pprof_label (*lab)[3];
+	struct ps_pprof_labelset *sets;
+	size_t nsets;
+	char (*span)[17], (*trace)[33];
+};
+
+static void
+view_free(struct view *v)
+{
+	free(v->parts);
+	free(v->lab);
+	free(v->sets);
+	free(v->span);
+	free(v->trace);
+}
+
+static void
+set_labels(struct view *v, size_t k, pid_t pid, const char *span, const char *trace)
+{
+	struct ps_pprof_label *l = v->lab[k];
+
+	v->sets[k].labels = l;
+	v->sets[k].nlabels = 1;
+	l[0] = (struct ps_pprof_label){ .key = "pid", .num = pid };
+	if (!span[0])
+		return;
+	snprintf(v->span[k], sizeof(v->span[k]), "%s", span);
+	snprintf(v->trace[k], sizeof(v->trace[k]), "%s", trace);
+	l[1] = (struct ps_pprof_label){ .key = "span_id", .str = v->span[k] };
+	l[2] = (struct ps_pprof_label){ .key = "trace_id", .str = v->trace[k] };
+	v->sets[k].nlabels = 3;
+}
+
+static int
+view_make(const struct ps_group *g, int with_members, struct view *v)
+{
+	size_t n = g->ngone + g->nm + 1, k;
+	unsigned i;
+	const struct ps_export *x;
+
+	memset(v, 0, sizeof(*v));
+	v->parts = calloc(n, sizeof(*v->parts));
+	v->lab = calloc(n, sizeof(*v->lab));
+	v->sets = calloc(n, sizeof(*v->sets));
+	v->span = calloc(n, sizeof(*v->span));
+	v->trace = calloc(n, sizeof(*v->trace));
+	if (!v->parts || !v->lab || !v->sets || !v->span || !v->trace)
+		return -ENOMEM;
+	for (k = 0; k < g->ngone; k++)
+		set_labels(v, k, g->gone[k].pid, g->gone[k].span, g->gone[k].trace);
+	v->nsets = g->ngone;
+	if (g->store.n)
+		v->parts[v->nparts++] = (struct ps_profile_part){ &g->store, NULL, 0 };
+	for (i = 0; with_members && i < g->nm; i++) {
+		x = g->m[i];
+		if (!x->ready)
+			continue;
+		set_labels(v, v->nsets, x->pid, x->nlabels ? x->span_hex : "",
+			   x->nlabels ? x->trace_hex : "");
+		v->parts[v->nparts++] = (struct ps_profile_part){ &x->fold, NULL,
+								  (uint32_t)++v->nsets };
+	}
+	return 0;
+}
+
+/* Comments: what produced the profile (one process, or how many), the
+ * trace a lone process belongs to, and every loss, summed, so that nothing
+ * is lost silently.  pid: the one process's, or 0 for nprocs of them. */
+static size_t
+format(const struct counts *t, const char *app, pid_t pid, size_t nprocs, pid_t tree,
+       const char *span, const char *trace, uint64_t dwarf_memory, char c[][200])
+{
+	size_t n = 0;
+
+	if (pid)
+		snprintf(c[n++], 200, "pyroshim %s, pid %d, app %.100s", PS_VERSION, (int)pid, app);
+	else
+		snprintf(c[n++], 200, "pyroshim %s, app %.100s, %zu processes of the tree led by "
+			 "pid %d (label pid)", PS_VERSION, app, nprocs, (int)tree);
+	if (pid && span && span[0])
+		snprintf(c[n++], 200, "trace_id %s, span_id %s (this run's span)", trace, span);
+	snprintf(c[n++], 200, "dropped: %llu stacks (table full), %llu stacks (fold full), "
+		 "%llu live blocks (table full)", (unsigned long long)t->dropped,
+		 (unsigned long long)t->fold_dropped, (unsigned long long)t->live_dropped);
+	if (t->remote)
+		snprintf(c[n++], 200, "uploads: %llu sent, %llu failed, %llu dropped, %llu retries, "
+			 "%llu deferred", (unsigned long long)t->sent, (unsigned long long)t->failed,
+			 (unsigned long long)t->lost, (unsigned long long)t->retries,
+			 (unsigned long long)t->deferred);
+	if (t->over_cap)
+		snprintf(c[n++], 200, "source lines: PYROSCOPE_DWARF_MEMORY (%llu bytes) reached; "
+			 "later locations are named by function only", (unsigned long long)dwarf_memory);
+	else if (t->unresolved)
+		snprintf(c[n++], 200, "source lines: %llu locations named by function only until "
+			 "the next pass (look-up time budget)", (unsigned long long)t->unresolved);
+	if (t->incomplete)
+		snprintf(c[n++], 200, "incomplete: out of memory while folding");
+	return n;
+}
+
+size_t
+ps_group_comments_of(const struct ps_export *x, char c[][200])
+{
+	struct counts t = { 0 };
+
+	count(x, &t);
+	return format(&t, x->app, x->pid, 1, 0, x->nlabels ? x->span_hex : NULL, x->trace_hex,
+		      x->cfg->dwarf_memory, c);
+}
+
+static size_t
+comments(const struct ps_group *g, const struct view *v, int with_members, char c[][200])
+{
+	struct counts t = g->kept;
+	const struct ps_pprof_labelset *one = v->nsets == 1 ? &v->sets[0] : NULL;
+	unsigned i;
+
+	for (i = 0; with_members && i < g->nm; i++)
+		if (g->m[i]->ready)
+			count(g->m[i], &t);
+	return format(&t, g->app, one ? (pid_t)one->labels[0].num : 0, v->nsets, g->tree,
+		      one && one->nlabels == 3 ? one->labels[1].str : NULL,
+		      one && one->nlabels == 3 ? one->labels[2].str : NULL, g->cfg->dwarf_memory, c);
+}
+
+static int
+write_file(struct ps_group *g, const char *kind, const struct ps_buf *b)
+{
+	char name[NAME_MAX + 1];
+	int rc;
+
+	if (g->dirfd == -1) {
+		g->dirfd = ps_files_open_dir(g->dir);
+		if (g->dirfd < 0) {
+			rc = g->dirfd;
+			ps_log_config("PYROSCOPE_OUTPUT_DIR=%s: %s; local profiles are not written",
+				      g->dir, strerror(-rc));
+			g->dirfd = -2;
+			return rc;
+		}
+	}
+	if (g->dirfd < 0)
+		return -EBADF;          /* refused once, said once */
+	if (g->seq < 0)
+		choose_seq(g);
+	if (file_name(g, g->seq, kind, name, sizeof(name)))
+		return -ENAMETOOLONG;
+	rc = ps_files_write(g->dirfd, name, b->data, b->len);
+	if (rc)
+		ps_warn("writing %s/%s: %s", g->dir, name, strerror(-rc));
+	return rc;
+}
+
+/* One folded line: its stack and its value. */
+struct line {
+	const char *s;
+	size_t len;
+	int64_t val;
+};
+
+static int
+line_cmp(const void *a, const void *b)
+{
+	const struct line *x = a, *y = b;
+	int c = memcmp(x->s, y->s, x->len < y->len ? x->len : y->len);
+
+	return c ? c : (x->len > y->len) - (x->len < y->len);
+}
+
+/* The decimal number in [s, end): ps_fold_folded's, positive.  (The text
+ * is not NUL-terminated: no strtoll.) */
+static int64_t
+number(const char *s, const char *end)
+{
+	int64_t v = 0;
+
+	for (; s < end && *s >= '0' && *s <= '9'; s++)
+		v = v * 10 + (*s - '0');
+	return v;
+}
+
+/* The parts' folded lines (raw values), one line per stack, summed, then
+ * divided by div as ps_fold_folded divides them. */
+static int
+folded(struct ps_group *g, const struct view *v, const struct ps_series *s)
+{
+	struct ps_buf raw = { .cap = OUT_CAP };
+	struct line *ln = NULL;
+	size_t n = 0, cap = 0, i, j;
+	char *p, *end, *nl, *sp;
+	struct line *t;
+	int64_t val;
+	int rc = 0;
+
+	for (i = 0; i < v->nparts && !rc; i++)
+		rc = ps_fold_folded(v->parts[i].fold, NULL, s->value, 1, &raw);
+	for (p = (char *)raw.data, end = p + raw.len; !rc && p < end; p = nl + 1) {
+		nl = memchr(p, '\n', (size_t)(end - p));
+		sp = nl ? memrchr(p, ' ', (size_t)(nl - p)) : NULL;
+		if (!sp)
+			break;
+		if (n == cap) {
+			cap = cap ? 2 * cap : 256;
+			t = realloc(ln, cap * sizeof(*ln));
+			if (!t) {
+				rc = -ENOMEM;
+				break;
+			}
+			ln = t;
+		}
+		ln[n++] = (struct line){ p, (size_t)(sp - p), number(sp + 1, nl) };
+	}
+	if (!rc)
+		qsort(ln, n, sizeof(*ln), line_cmp);
+	ps_buf_reset(&g->out);
+	for (i = 0; !rc && i < n; i = j) {
+		for (val = 0, j = i; j < n && !line_cmp(&ln[i], &ln[j]); j++)
+			val += ln[j].val;
+		val = s->div > 1 ? (val + s->div / 2) / s->div : val;
+		if (val > 0)
+			rc = ps_buf_printf(&g->out, "%.*s %lld\n", (int)ln[i].len, ln[i].s,
+					   (long long)val);
+	}
+	free(ln);
+	ps_buf_free(&raw);
+	return rc;
+}
+
+static int
+write_family(struct ps_group *g, const struct view *v, const struct ps_family *fam,
+	     struct ps_profile_meta *m)
+{
+	char kind[64];
+	size_t k;
+	int rc, any = 0;
+
+	for (k = 0; k < v->nparts; k++)
+		any |= ps_family_present(fam, v->parts[k].fold, NULL);
+	if (!any)
+		return 0;
+	m->period = ps_family_period(fam, g->cfg->sample_rate, g->cfg->alloc_sample_bytes);
+	rc = ps_profile_encode_parts(v->parts, v->nparts, fam, m, &g->out);
+	if (rc)
+		ps_warn("encoding the %s profile: %s", fam->kind, strerror(-rc));
+	else {
+		pprof_kind(fam, kind, sizeof(kind));
+		rc = write_file(g, kind, &g->out);
+	}
+	for (k = 0; k < fam->nseries; k++) {
+		if (folded(g, v, &fam->series[k])) {
+			ps_warn("folding the %s profile: out of memory", fam->series[k].type);
+			rc = -ENOMEM;
+			continue;
+		}
+		snprintf(kind, sizeof(kind), "%s.folded", fam->series[k].type);
+		rc |= write_file(g, kind, &g->out);
+	}
+	return rc;
+}
+
+static int
+write_group(struct ps_group *g, int with_members)
+{
+	char c[PS_GROUP_COMMENTS][200];
+	const char *cp[PS_GROUP_COMMENTS];
+	struct ps_profile_meta m;
+	struct view v;
+	size_t nc, i;
+	int rc = 0;
+
+	g->dirty = 0;
+	if (g->dirfd == -2)
+		return 0;
+	if (view_make(g, with_members, &v)) {
+		view_free(&v);
+		ps_warn("writing %s's files: out of memory", g->app);
+		return -EIO;
+	}
+	if (!v.nparts) {
+		view_free(&v);
+		return 0;
+	}
+	nc = comments(g, &v, with_members, c);
+	ps_debug("local files of %s (tree %d, set %d): %zu processes; %s", g->app, (int)g->tree,
+		 g->seq < 0 ? g->seq_from : g->seq, v.nsets, c[nc - 1]);
+	for (i = 0; i < nc; i++)
+		cp[i] = c[i];
+	memset(&m, 0, sizeof(m));
+	m.comments = cp;
+	m.ncomments = nc;
+	m.sets = v.sets;
+	m.nsets = v.nsets;
+	m.time_nanos = (int64_t)g->start_ns;
+	m.duration_nanos = (int64_t)(ps_clock_ns(CLOCK_REALTIME) - g->start_ns);
+	for (i = 0; i < PS_NFAMILIES; i++)
+		if (g->on[i])
+			rc |= write_family(g, &v, ps_families[i], &m);
+	view_free(&v);
+	return rc ? -EIO : 0;
+}
+
+int
+ps_group_write_all(void)
+{
+	struct ps_group *g;
+	int rc = 0;
+
+	for (g = groups; g; g = g->next)
+		if (g->dirty)
+			rc |= write_group(g, 1);
+	return rc;
+}
+
+void
+ps_group_forget(void)
+{
+	groups = NULL;
+}
+
+void
+ps_group_free_all(void)
+{
+	struct ps_group *g;
+	unsigned i;
+
+	while ((g = groups)) {
+		groups = g->next;
+		for (i = 0; i < g->nm; i++)
+			g->m[i]->group = NULL;
+		free(g->m);
+		free(g->gone);
+		ps_fold_free(&g->store);
+		ps_buf_free(&g->out);
+		if (g->dirfd >= 0)
+			(void)close(g->dirfd);
+		free(g);
+	}
+}
