@@ -240,6 +240,37 @@ START_TEST(group_closes_a_full_store_and_goes_on_in_the_next_set)
 }
 END_TEST
 
+START_TEST(group_closing_a_set_removes_what_its_ended_processes_lack)
+{
+	static struct ps_stacktab st2;
+	struct ps_export *me = &x, *y;
+
+	/* The live program: CPU and allocations; the one that ends, CPU
+	 * only, from a table of its own. */
+	hm_cpu(&st, hm_leaf_a, 1, 10);
+	hm_alloc_samples(&st, &lt, 4, 100, 1);
+	ck_assert_int_eq(pass(me, 0), 0);
+	ck_assert_ptr_nonnull(file("app.4242.alloc_space.folded"));
+	ck_assert_int_eq(ps_stacktab_init(&st2, 4u << 20), 0);
+	hm_cpu(&st2, hm_leaf_b, 1, 10);
+	y = second(4343);
+	y->st = &st2;
+	ck_assert_int_eq(ps_export_run(y, 1), 0);
+	ps_group_store_bytes = 1;
+	ps_group_leave(y);
+	ps_group_store_bytes = PS_GROUP_STORE_BYTES;
+	ps_export_free(y);
+	ck_assert_int_eq(ps_group_write_all(), 0);
+	/* The closed set: the ended program alone, and no allocation file
+	 * left with the live one's samples, which are in the next set. */
+	ck_assert_str_eq(file("app.4242.cpu.folded"), "hm_main;hm_work;hm_leaf_b 10000000\n");
+	ck_assert_ptr_null(file("app.4242.alloc.pb.gz"));
+	ck_assert_ptr_null(file("app.4242.alloc_space.folded"));
+	ck_assert_str_eq(file("app.4242.1.cpu.folded"), "hm_main;hm_work;hm_leaf_a 10000000\n");
+	ck_assert_str_eq(file("app.4242.1.alloc_space.folded"), "hm_main;hm_alloc 400\n");
+}
+END_TEST
+
 static Suite *
 export_suite(void)
 {
@@ -257,6 +288,7 @@ export_suite(void)
 	tcase_add_test(tc, group_files_hold_every_program_of_a_name);
 	tcase_add_test(tc, group_keeps_a_program_that_ended);
 	tcase_add_test(tc, group_closes_a_full_store_and_goes_on_in_the_next_set);
+	tcase_add_test(tc, group_closing_a_set_removes_what_its_ended_processes_lack);
 	suite_add_tcase(s, tc);
 	return s;
 }

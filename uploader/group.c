@@ -28,7 +28,8 @@ struct gone {
 struct counts {
 	uint64_t dropped, fold_dropped, live_dropped;
 	uint64_t sent, failed, lost, retries, deferred;
-	uint64_t unresolved;
+	uint64_t unresolved;          /* live: until a later pass */
+	uint64_t unresolved_kept;     /* ended: for good */
 	int over_cap, incomplete, remote;
 };
 
@@ -144,15 +145,20 @@ ps_group_update(struct ps_export *x)
 		return 0;
 	if (!g) {
 		g = group_of(x);
-		if (!g)
-			return -ENOMEM;
-		if (g->nm == g->m_cap) {
+		if (g && g->nm == g->m_cap) {
 			cap = g->m_cap ? 2 * g->m_cap : 4;
 			v = realloc(g->m, cap * sizeof(*v));
 			if (!v)
-				return -ENOMEM;
-			g->m = v;
-			g->m_cap = cap;
+				g = NULL;
+			else {
+				g->m = v;
+				g->m_cap = cap;
+			}
+		}
+		if (!g) {
+			ps_warn("out of memory: pid %d's local files wait for the next pass",
+				(int)x->pid);
+			return -ENOMEM;
 		}
 		g->m[g->nm++] = x;
 		x->group = g;
@@ -225,16 +231,21 @@ ps_group_leave(struct ps_export *x)
 	}
 	g->ngone++;
 	count(x, &g->kept);
+	g->kept.unresolved_kept += g->kept.unresolved;
+	g->kept.unresolved = 0;
 	g->dirty = 1;
 	if (ps_fold_bytes(&g->store) <= ps_group_store_bytes)
 		return;
 	/* Closed: the store alone, one last time; the members live on in
-	 * the next set. */
-	(void)write_group(g, 0);
+	 * the next set.  A set that cannot be written is closed all the
+	 * same (the memory stays bounded), and says what it lost. */
+	if (write_group(g, 0))
+		ps_warn("%s's files of %u ended processes could not be written: their samples "
+			"are lost", g->app, g->ngone);
 	ps_fold_free(&g->store);
 	g->ngone = 0;
 	memset(&g->kept, 0, sizeof(g->kept));
-	g->seq_from = (g->seq < 0 ? 0 : g->seq) + 1;
+	g->seq_from = (g->seq < 0 ? g->seq_from : g->seq) + 1;
 	g->seq = -1;
 	g->dirty = g->nm > 0;
 	return;
@@ -345,6 +356,9 @@ format(const struct counts *t, const char *app, pid_t pid, size_t nprocs, pid_t 
 	else if (t->unresolved)
 		snprintf(c[n++], 200, "source lines: %llu locations named by function only until "
 			 "the next pass (look-up time budget)", (unsigned long long)t->unresolved);
+	else if (t->unresolved_kept)
+		snprintf(c[n++], 200, "source lines: %llu locations of ended processes named by "
+			 "function only (look-up time budget)", (unsigned long long)t->unresolved_kept);
 	if (t->incomplete)
 		snprintf(c[n++], 200, "incomplete: out of memory while folding");
 	return n;
@@ -360,17 +374,45 @@ ps_group_comments_of(const struct ps_export *x, char c[][200])
 		      x->cfg->dwarf_memory, c);
 }
 
+static int
+cmp_i64(const void *a, const void *b)
+{
+	int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+
+	return (x > y) - (x < y);
+}
+
+/* How many processes the sets label: images of one process (an exec that
+ * kept the name) share a pid.  On no memory, the sets. */
+static size_t
+distinct_pids(const struct view *v)
+{
+	int64_t *p = calloc(v->nsets + 1, sizeof(*p));
+	size_t i, n = 0;
+
+	if (!p)
+		return v->nsets;
+	for (i = 0; i < v->nsets; i++)
+		p[i] = v->sets[i].labels[0].num;
+	qsort(p, v->nsets, sizeof(*p), cmp_i64);
+	for (i = 0; i < v->nsets; i++)
+		n += i == 0 || p[i] != p[i - 1];
+	free(p);
+	return n;
+}
+
 static size_t
 comments(const struct ps_group *g, const struct view *v, int with_members, char c[][200])
 {
 	struct counts t = g->kept;
-	const struct ps_pprof_labelset *one = v->nsets == 1 ? &v->sets[0] : NULL;
+	size_t n = distinct_pids(v);
+	const struct ps_pprof_labelset *one = n == 1 ? &v->sets[0] : NULL;
 	unsigned i;
 
 	for (i = 0; with_members && i < g->nm; i++)
 		if (g->m[i]->ready)
 			count(g->m[i], &t);
-	return format(&t, g->app, one ? (pid_t)one->labels[0].num : 0, v->nsets, g->tree,
+	return format(&t, g->app, one ? (pid_t)one->labels[0].num : 0, n, g->tree,
 		      one && one->nlabels == 3 ? one->labels[1].str : NULL,
 		      one && one->nlabels == 3 ? one->labels[2].str : NULL, g->cfg->dwarf_memory, c);
 }
@@ -478,9 +520,35 @@ folded(struct ps_group *g, const struct view *v, const struct ps_series *s)
 	return rc;
 }
 
+/* A closing set whose ended processes have no data of family fam: its
+ * files, written earlier with the members' samples (which go on in the
+ * next set), are removed, so that no sample is in two sets. */
+static int
+unlink_family(struct ps_group *g, const struct ps_family *fam)
+{
+	char name[NAME_MAX + 1], kind[64];
+	size_t k;
+	int rc = 0;
+
+	if (g->dirfd < 0 || g->seq < 0)
+		return 0;       /* nothing was written */
+	for (k = 0; k <= fam->nseries; k++) {
+		if (k < fam->nseries)
+			snprintf(kind, sizeof(kind), "%s.folded", fam->series[k].type);
+		else
+			pprof_kind(fam, kind, sizeof(kind));
+		if (file_name(g, g->seq, kind, name, sizeof(name)) == 0 &&
+		    unlinkat(g->dirfd, name, 0) && errno != ENOENT) {
+			ps_warn("removing %s/%s: %s", g->dir, name, strerror(errno));
+			rc = -EIO;
+		}
+	}
+	return rc;
+}
+
 static int
 write_family(struct ps_group *g, const struct view *v, const struct ps_family *fam,
-	     struct ps_profile_meta *m)
+	     struct ps_profile_meta *m, int closing)
 {
 	char kind[64];
 	size_t k;
@@ -489,7 +557,7 @@ write_family(struct ps_group *g, const struct view *v, const struct ps_family *f
 	for (k = 0; k < v->nparts; k++)
 		any |= ps_family_present(fam, v->parts[k].fold, NULL);
 	if (!any)
-		return 0;
+		return closing ? unlink_family(g, fam) : 0;
 	m->period = ps_family_period(fam, g->cfg->sample_rate, g->cfg->alloc_sample_bytes);
 	rc = ps_profile_encode_parts(v->parts, v->nparts, fam, m, &g->out);
 	if (rc)
@@ -524,6 +592,7 @@ write_group(struct ps_group *g, int with_members)
 	if (g->dirfd == -2)
 		return 0;
 	if (view_make(g, with_members, &v)) {
+		g->dirty = 1;           /* the next interval tries again */
 		view_free(&v);
 		ps_warn("writing %s's files: out of memory", g->app);
 		return -EIO;
@@ -546,8 +615,12 @@ write_group(struct ps_group *g, int with_members)
 	m.duration_nanos = (int64_t)(ps_clock_ns(CLOCK_REALTIME) - g->start_ns);
 	for (i = 0; i < PS_NFAMILIES; i++)
 		if (g->on[i])
-			rc |= write_family(g, &v, ps_families[i], &m);
+			rc |= write_family(g, &v, ps_families[i], &m, !with_members);
 	view_free(&v);
+	/* Up to a profile's size: not kept between writes. */
+	ps_buf_free(&g->out);
+	g->out.cap = OUT_CAP;
+	g->dirty = rc != 0 && g->dirfd != -2;   /* the next interval tries again */
 	return rc ? -EIO : 0;
 }
 

@@ -264,9 +264,11 @@ static void
 last_pass(struct session *s, uint64_t deadline, int end, int dead)
 {
 	(void)ps_export_run(s->x, 1);
-	/* The leader's caller looks at the files when it returns: every
-	 * program's so far, the dead drained first (loop()). */
-	if (s->root && end)
+	/* The leader's caller looks at the files when it returns (whatever
+	 * image of it ends): every program's so far, the dead drained first
+	 * (loop()).  At its exec too: in thread mode the new image has no
+	 * uploader to write what this one recorded. */
+	if (s->pid == host)
 		(void)ps_group_write_all();
 	if (end) {
 		take_exit_info(s, dead);
