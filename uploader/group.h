@@ -34,7 +34,7 @@ struct ps_export;
 /* A store past this many bytes closes its files (see above):
  * ps_group_store_bytes, which tests may lower.  Written before any
  * group exists. */
-#define PS_GROUP_STORE_BYTES (2u << 20)
+#define PS_GROUP_STORE_BYTES (8u << 20)
 extern size_t ps_group_store_bytes;
 
 /* After a pass of x that folded something: x joins its group (made on

@@ -318,7 +318,7 @@ class Trees(ShimTest):
         early, late = max(rss[150:250]), max(rss[-100:-5])
         self.assertLess(late, early + 4 * 1024, "helper RSS %d KiB near the end, %d near the "
                         "200th session" % (late, early))
-        # The ended processes' samples are kept for the name's files (2 MiB
+        # The ended processes' samples are kept for the name's files (8 MiB
         # at most, group.h: past it a set is closed and the next begins;
         # check_export tests that).  Every process is in exactly one set
         # (each got at least one expiry: it used more than a period of
