@@ -18,7 +18,8 @@ static struct ps_config cfg;
 static struct ps_stacktab st;
 static struct ps_livetab lt;
 /* One export state per case, all kept (its fold is never freed). */
-static struct ps_export xs[16];
+#define NXS 32         /* every case's, when they run in one process (sanitize) */
+static struct ps_export xs[NXS];
 static int nxs;
 #define x (xs[nxs - 1])
 static char dir[64];
@@ -35,7 +36,7 @@ setup(void)
 	 * test_lines.py's. */
 	cfg.dwarf_memory = 0;
 	hm_tmpdir(dir, "check_export");
-	ck_assert_int_lt(nxs, 16);
+	ck_assert_int_lt(nxs, NXS);
 	nxs++;
 	hm_export(&x, &cfg, &lt, dir, 4242);
 }
@@ -172,7 +173,7 @@ second(int pid)
 {
 	struct ps_export *y;
 
-	ck_assert_int_lt(nxs, 16);
+	ck_assert_int_lt(nxs, NXS);
 	y = &xs[nxs++];
 	hm_export(y, &cfg, &lt, dir, pid);
 	y->tree = 4242;
