@@ -620,7 +620,6 @@ write_group(struct ps_group *g, int with_members)
 	/* Up to a profile's size: not kept between writes. */
 	ps_buf_free(&g->out);
 	g->out.cap = OUT_CAP;
-	g->dirty = rc != 0 && g->dirfd != -2;   /* the next interval tries again */
 	return rc ? -EIO : 0;
 }
 
