@@ -66,15 +66,11 @@ ps_export_abandon(struct ps_export *x)
 	ps_remote_abandon(&x->remote, x->start_ns);
 }
 
-/* The configured (or default) directory cannot be used: a configuration
- * mistake, said once per process.  A failed write is not, and stays at
- * warn. */
-static void
-refuse_dir(struct ps_export *x, int rc)
+void
+ps_export_refuse_dir(const char *dir, int rc)
 {
-	ps_log_config("PYROSCOPE_OUTPUT_DIR=%s: %s; local profiles are not written", x->dir,
+	ps_log_config("PYROSCOPE_OUTPUT_DIR=%s: %s; local profiles are not written", dir,
 		      strerror(-rc));
-	x->dirfd = -2;
 }
 
 void
@@ -82,8 +78,10 @@ ps_export_check_dir(struct ps_export *x)
 {
 	int rc;
 
-	if (x->dir[0] && x->dirfd == -1 && (rc = ps_files_check_dir(x->dir)) != 0)
-		refuse_dir(x, rc);
+	if (x->dir[0] && x->dirfd == -1 && (rc = ps_files_check_dir(x->dir)) != 0) {
+		ps_export_refuse_dir(x->dir, rc);
+		x->dirfd = -2;
+	}
 }
 
 /* The delivery counters, as the profiles' comments and the log show them. */

@@ -80,6 +80,11 @@ void ps_export_set_span(struct ps_export *x, struct ps_span *sp);
  * Context: constructor, fork child. */
 void ps_export_check_dir(struct ps_export *x);
 
+/* The output directory cannot be used (rc: a negative errno): a
+ * configuration mistake, said once per process or tree; a failed write
+ * is not, and stays at warn. */
+void ps_export_refuse_dir(const char *dir, int rc);
+
 /* Run one pass.  `final` is set for the pass at exit or exec.  The local
  * files are written by ps_group_write_all (group.h).
  * Returns 0 or a negative errno of the first failure (already logged). */

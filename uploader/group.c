@@ -427,8 +427,7 @@ write_file(struct ps_group *g, const char *kind, const struct ps_buf *b)
 		g->dirfd = ps_files_open_dir(g->dir);
 		if (g->dirfd < 0) {
 			rc = g->dirfd;
-			ps_log_config("PYROSCOPE_OUTPUT_DIR=%s: %s; local profiles are not written",
-				      g->dir, strerror(-rc));
+			ps_export_refuse_dir(g->dir, rc);
 			g->dirfd = -2;
 			return rc;
 		}
