@@ -212,6 +212,8 @@ ps_group_leave(struct ps_export *x)
 			g->m[i] = g->m[--g->nm];
 			break;
 		}
+	if (g->dirfd == -2)
+		return;                 /* nothing is written: nothing to keep */
 	if (g->ngone == g->gone_cap) {
 		cap = g->gone_cap ? 2 * g->gone_cap : 16;
 		v = realloc(g->gone, cap * sizeof(*v));
