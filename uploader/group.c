@@ -44,8 +44,9 @@ struct ps_group {
 	int dirty;
 	uint64_t start_ns;            /* the earliest member's */
 	int on[PS_NFAMILIES];         /* any member's */
-	const struct ps_config *cfg;  /* the first member's copy, below */
-	struct ps_config cfg_copy;
+	/* The first member's settings that the files use. */
+	unsigned sample_rate;
+	uint64_t alloc_sample_bytes, dwarf_memory;
 	struct ps_export **m;         /* the live members (not owned) */
 	unsigned nm, m_cap;
 	struct ps_fold store;         /* what the ended members recorded */
@@ -125,8 +126,9 @@ group_of(const struct ps_export *x)
 	g->dirfd = x->dirfd == -2 ? -2 : -1;  /* its program said the refusal */
 	g->seq = -1;
 	g->start_ns = x->start_ns;
-	g->cfg_copy = *x->cfg;
-	g->cfg = &g->cfg_copy;
+	g->sample_rate = x->cfg->sample_rate;
+	g->alloc_sample_bytes = x->cfg->alloc_sample_bytes;
+	g->dwarf_memory = x->cfg->dwarf_memory;
 	g->out.cap = OUT_CAP;
 	g->next = groups;
 	groups = g;
@@ -416,7 +418,7 @@ comments(const struct ps_group *g, const struct view *v, int with_members, char 
 			count(g->m[i], &t);
 	return format(&t, g->app, one ? (pid_t)one->labels[0].num : 0, n, g->tree,
 		      one && one->nlabels == 3 ? one->labels[1].str : NULL,
-		      one && one->nlabels == 3 ? one->labels[2].str : NULL, g->cfg->dwarf_memory, c);
+		      one && one->nlabels == 3 ? one->labels[2].str : NULL, g->dwarf_memory, c);
 }
 
 static int
@@ -559,7 +561,7 @@ write_family(struct ps_group *g, const struct view *v, const struct ps_family *f
 		any |= ps_family_present(fam, v->parts[k].fold, NULL);
 	if (!any)
 		return closing ? unlink_family(g, fam) : 0;
-	m->period = ps_family_period(fam, g->cfg->sample_rate, g->cfg->alloc_sample_bytes);
+	m->period = ps_family_period(fam, g->sample_rate, g->alloc_sample_bytes);
 	rc = ps_profile_encode_parts(v->parts, v->nparts, fam, m, &g->out);
 	if (rc)
 		ps_warn("encoding the %s profile: %s", fam->kind, strerror(-rc));
