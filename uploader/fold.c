@@ -133,6 +133,7 @@ intern(struct ps_fold *f, const char *name, uint32_t *id)
 	if (!copy)
 		return -ENOMEM;
 	clean_name(copy);
+	f->name_bytes += strlen(copy) + 1 + 16;   /* malloc's header, about */
 	f->names[f->nnames] = copy;
 	*id = f->nnames++;
 	/* Cleaning may have changed the key: index what is stored. */
@@ -696,11 +697,8 @@ ps_fold_bytes(const struct ps_fold *f)
 		   (size_t)f->maps_cap * sizeof(*f->maps) +
 		   ((size_t)f->name_index_cap + f->func_index_cap + f->entry_index_cap +
 		    f->loc_index_cap) * 4 + (size_t)f->nslots * 4;
-	uint32_t i;
 
-	for (i = 0; i < f->nnames; i++)
-		b += strlen(f->names[i]) + 1 + 16;   /* malloc's header, about */
-	return b;
+	return b + f->name_bytes;
 }
 
 int64_t

@@ -123,6 +123,7 @@ struct ps_fold {
 	uint64_t dwarf_budget_ns;      /* DWARF time per pass; 0: no source lines */
 	uint32_t unresolved;           /* locations still without DWARF lines */
 	uint64_t dropped;              /* slots that did not fit the fold */
+	size_t name_bytes;             /* what names[] point to (ps_fold_bytes) */
 };
 
 /* Returns 0, -ENOMEM.  skip_lo/skip_hi: the shim's own address range. */

@@ -18,7 +18,6 @@ struct pick {
 	struct ps_pprof_mapping *maps;
 	const char **fname, **fsys, **ffile;
 	int64_t *fstart;
-	uint32_t *stack;        /* renumbered location ids of every sample */
 };
 
 static void
@@ -34,7 +33,6 @@ pick_free(struct pick *p)
 	free(p->fsys);
 	free(p->ffile);
 	free(p->fstart);
-	free(p->stack);
 }
 
 /* Number the locations, functions and mappings that `used` entries reach.
@@ -120,8 +118,7 @@ pick(const struct ps_fold *f, const uint8_t *used, struct pick *p)
 	p->loc_new = calloc(f->nlocs + 1, sizeof(*p->loc_new));
 	p->func_new = calloc(f->nfuncs + 1, sizeof(*p->func_new));
 	p->map_new = calloc(f->nmaps + 1, sizeof(*p->map_new));
-	p->stack = calloc(f->nframes + 1, sizeof(*p->stack));
-	if (!p->loc_new || !p->func_new || !p->map_new || !p->stack)
+	if (!p->loc_new || !p->func_new || !p->map_new)
 		return -ENOMEM;
 	pick_mark(f, used, p);
 	p->locs = calloc(p->nlocs + 1, sizeof(*p->locs));
