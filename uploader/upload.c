@@ -11,8 +11,8 @@
 
 #include "common/log.h"
 
-static uint64_t
-clock_now(const struct ps_upload *u)
+uint64_t
+ps_upload_now(const struct ps_upload *u)
 {
 	return u->now ? u->now() : ps_clock_ns(CLOCK_MONOTONIC);
 }
@@ -68,7 +68,7 @@ ps_upload_enqueue(struct ps_upload *u, char *url, const char *content_type,
 	memset(body, 0, sizeof(*body));
 	it->what = what;
 	it->otlp = otlp;
-	it->due_ns = clock_now(u);
+	it->due_ns = ps_upload_now(u);
 	u->q[u->n++] = it;
 	u->bytes += it->body.len;
 	return 0;
@@ -80,6 +80,11 @@ ps_upload_next_due(const struct ps_upload *u)
 	uint64_t t = UINT64_MAX;
 	unsigned i;
 
+	/* A final flush has the queue: nothing is due for another sender,
+	 * which would find it closed and ask again at once, with the lock
+	 * the flush waits for held (a request put back with Retry-After: 0). */
+	if (u->closing)
+		return t;
 	for (i = 0; i < u->n; i++)
 		if (u->q[i]->due_ns < t)
 			t = u->q[i]->due_ns;
@@ -180,7 +185,7 @@ settle(struct ps_upload *u, struct ps_upload_item *it, int rc, const struct ps_h
 		return 1;
 	}
 	u->retries++;
-	it->due_ns = clock_now(u) + backoff_ns(u, it->attempts - 1, rc ? -1 : rs.retry_after_s);
+	it->due_ns = ps_upload_now(u) + backoff_ns(u, it->attempts - 1, rc ? -1 : rs.retry_after_s);
 	ps_debug("%s upload will be retried (%s)", it->what, rc ? strerror(-rc) : rs.message);
 	return 0;
 }
@@ -265,7 +270,7 @@ wait_for_flight(struct ps_upload *u, uint64_t deadline_ns, pthread_mutex_t *lock
 {
 	struct timespec nap;
 
-	while (u->flight && lock && clock_now(u) < deadline_ns) {
+	while (u->flight && lock && ps_upload_now(u) < deadline_ns) {
 		pthread_mutex_unlock(lock);
 		nap = (struct timespec){ 0, 5 * 1000000L };
 		while (nanosleep(&nap, &nap) && errno == EINTR)
@@ -305,7 +310,7 @@ ps_upload_send(struct ps_upload *u, uint64_t now_ns, long timeout_ms, int final,
 			continue;
 		}
 		if (final) {
-			now_ns = clock_now(u);
+			now_ns = ps_upload_now(u);
 			if (now_ns >= deadline_ns) {
 				/* Given up, not kept: a sender that lives on
 				 * (after an exec that failed) must not send

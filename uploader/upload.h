@@ -92,7 +92,11 @@ int ps_upload_enqueue(struct ps_upload *u, char *url, const char *content_type,
 void ps_upload_send(struct ps_upload *u, uint64_t now_ns, long timeout_ms, int final,
 		    uint64_t deadline_ns, pthread_mutex_t *lock);
 
-/* When the next queued request is due; UINT64_MAX if none. */
+/* The queue's clock: CLOCK_MONOTONIC, or the tests' (u->now). */
+uint64_t ps_upload_now(const struct ps_upload *u);
+
+/* When the next queued request is due; UINT64_MAX if none, or while a
+ * final flush has the queue. */
 uint64_t ps_upload_next_due(const struct ps_upload *u);
 
 /* Free what is still queued, counted as dropped (no request is in
