@@ -54,7 +54,7 @@ pass(struct ps_export *e, int final)
 {
 	int rc = ps_export_run(e, final);
 
-	return rc ? rc : ps_group_write_all();
+	return rc ? rc : ps_group_pass();
 }
 
 /* Contents of dir/name, NUL-terminated, static; NULL if absent. */
@@ -231,7 +231,7 @@ START_TEST(group_closes_a_full_store_and_goes_on_in_the_next_set)
 		ps_export_free(y);
 	}
 	ps_group_store_bytes = PS_GROUP_STORE_BYTES;
-	ck_assert_int_eq(ps_group_write_all(), 0);
+	ck_assert_int_eq(ps_group_pass(), 0);
 	/* Each closed set holds the program that ended alone; the live one
 	 * is in the last set only, never counted twice. */
 	ck_assert_str_eq(file("app.4242.cpu.folded"), "hm_main;hm_work;hm_leaf_a 10000000\n");
@@ -261,7 +261,7 @@ START_TEST(group_closing_a_set_removes_what_its_ended_processes_lack)
 	ps_group_leave(y);
 	ps_group_store_bytes = PS_GROUP_STORE_BYTES;
 	ps_export_free(y);
-	ck_assert_int_eq(ps_group_write_all(), 0);
+	ck_assert_int_eq(ps_group_pass(), 0);
 	/* The closed set: the ended program alone, and no allocation file
 	 * left with the live one's samples, which are in the next set. */
 	ck_assert_str_eq(file("app.4242.cpu.folded"), "hm_main;hm_work;hm_leaf_b 10000000\n");
@@ -269,6 +269,72 @@ START_TEST(group_closing_a_set_removes_what_its_ended_processes_lack)
 	ck_assert_ptr_null(file("app.4242.alloc_space.folded"));
 	ck_assert_str_eq(file("app.4242.1.cpu.folded"), "hm_main;hm_work;hm_leaf_a 10000000\n");
 	ck_assert_str_eq(file("app.4242.1.alloc_space.folded"), "hm_main;hm_alloc 400\n");
+}
+END_TEST
+
+/* The request of queue u whose body is text, and its body. */
+static const char *
+body_of(const struct ps_upload *u, unsigned i)
+{
+	static char text[4096];
+	const struct ps_upload_item *it;
+
+	ck_assert_uint_lt(i, u->n);
+	it = u->q[i];
+	ck_assert_uint_lt(it->body.len, sizeof(text));
+	memcpy(text, it->body.data, it->body.len);
+	text[it->body.len] = '\0';
+	return text;
+}
+
+/* x with a server (folded text, so that bodies read as text) and tags. */
+static void
+with_server(struct ps_export *e, struct ps_config *c, const char *tags)
+{
+	*c = cfg;
+	snprintf(c->server, sizeof(c->server), "http://127.0.0.1:9");
+	snprintf(c->tags, sizeof(c->tags), "%s", tags);
+	c->ingest_folded = 1;
+	e->cfg = c;
+	ck_assert_int_eq(ps_remote_setup(&e->remote, c, NULL, e->start_ns), 0);
+	ck_assert(e->remote.on);
+}
+
+START_TEST(group_uploads_one_request_per_name_and_interval)
+{
+	static struct ps_config c1, c2, c3;
+	struct ps_export *me = &x, *y = second(4343), *z = second(4545);
+	struct ps_remote *r;
+
+	with_server(me, &c1, "env=dev");
+	with_server(y, &c2, "env=dev");
+	with_server(z, &c3, "env=prod");
+	hm_cpu(&st, hm_leaf_a, 1, 10);
+	ck_assert_int_eq(ps_export_run(y, 0), 0);
+	ck_assert_int_eq(pass(me, 0), 0);
+	/* Both programs in one request: the table's one sample, twice. */
+	r = ps_group_remote(me);
+	ck_assert_ptr_nonnull(r);
+	ck_assert_ptr_eq(ps_group_remote(y), r);
+	ck_assert_uint_eq(r->up.n, 1);
+	/* (The series is the configured application name, hm_config's.) */
+	ck_assert_ptr_nonnull(strstr(r->up.q[0]->url, "name=check_export.cpu%7Benv%3Ddev%7D&"));
+	ck_assert_str_eq(body_of(&r->up, 0), "hm_main;hm_work;hm_leaf_a 20000000\n");
+	/* y ends with one more sample: its last interval goes with me's. */
+	hm_cpu(&st, hm_leaf_b, 1, 10);
+	ck_assert_int_eq(ps_export_run(y, 1), 0);
+	ps_group_leave(y);
+	ps_export_free(y);
+	ck_assert_int_eq(pass(me, 0), 0);
+	ck_assert_uint_eq(r->up.n, 2);
+	ck_assert_str_eq(body_of(&r->up, 1), "hm_main;hm_work;hm_leaf_b 20000000\n");
+	/* Other tags are another series: a request of its own. */
+	ck_assert_int_eq(pass(z, 0), 0);
+	ck_assert_ptr_ne(ps_group_remote(z), r);
+	ck_assert_uint_eq(ps_group_remote(z)->up.n, 1);
+	ck_assert_str_eq(body_of(&ps_group_remote(z)->up, 0),
+			 "hm_main;hm_work;hm_leaf_a 10000000\nhm_main;hm_work;hm_leaf_b 10000000\n");
+	ck_assert_uint_eq(r->up.n, 2);
 }
 END_TEST
 
@@ -290,6 +356,7 @@ export_suite(void)
 	tcase_add_test(tc, group_keeps_a_program_that_ended);
 	tcase_add_test(tc, group_closes_a_full_store_and_goes_on_in_the_next_set);
 	tcase_add_test(tc, group_closing_a_set_removes_what_its_ended_processes_lack);
+	tcase_add_test(tc, group_uploads_one_request_per_name_and_interval);
 	suite_add_tcase(s, tc);
 	return s;
 }

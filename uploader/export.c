@@ -84,16 +84,6 @@ ps_export_check_dir(struct ps_export *x)
 	}
 }
 
-/* The delivery counters, as the profiles' comments and the log show them. */
-static void
-upload_counts(const struct ps_upload *u, char *out, size_t len)
-{
-	snprintf(out, len, "uploads: %llu sent, %llu failed, %llu dropped, %llu retries, "
-		 "%llu deferred", (unsigned long long)u->sent, (unsigned long long)u->failed,
-		 (unsigned long long)u->dropped, (unsigned long long)u->retries,
-		 (unsigned long long)u->deferred);
-}
-
 /* Make the fold at the first pass or scrape.  Returns 0 or -ENOMEM (the
  * next pass tries again). */
 static int
@@ -132,11 +122,9 @@ int
 ps_export_run(struct ps_export *x, int final)
 {
 	char c[PS_GROUP_COMMENTS][200];
-	const char *cp[PS_GROUP_COMMENTS];
-	struct ps_profile_meta m;
 	const struct ps_stacktab *st = x->st;
-	size_t nc, i;
-	int rc = 0, folded;
+	size_t nc;
+	int rc, folded;
 
 	if (!st)
 		return 0;
@@ -154,20 +142,10 @@ ps_export_run(struct ps_export *x, int final)
 		x->fold_errors++;       /* the next pass folds what is missing */
 	x->incomplete = folded != 0;
 	nc = ps_group_comments_of(x, c);
-	for (i = 0; i < nc; i++)
-		cp[i] = c[i];
-	memset(&m, 0, sizeof(m));
-	m.comments = cp;
-	m.ncomments = nc;
-	m.labels = x->labels;
-	m.nlabels = x->nlabels;
 	ps_debug("export pass %llu%s: %u stacks, %lld cpu samples; %s", (unsigned long long)x->passes,
 		 final ? " (final)" : "", x->fold.n,
 		 (long long)ps_fold_total(&x->fold, NULL, PS_F_CPU_SAMPLES), c[nc - 1]);
-	rc = ps_group_update(x);
-	ps_remote_queue(&x->remote, &x->fold, x->on, &m,
-			ps_clock_ns(CLOCK_REALTIME));
-	return rc;
+	return ps_group_update(x);
 }
 
 void
@@ -208,15 +186,7 @@ ps_export_refresh(struct ps_export *x)
 void
 ps_export_send(struct ps_export *x, int final, uint64_t deadline_ns, pthread_mutex_t *lock)
 {
-	char line[200];
-
 	ps_upload_send(&x->remote.up, ps_clock_ns(CLOCK_MONOTONIC), 10000, final, deadline_ns, lock);
-	/* The profiles' comments were written before this flush: its outcome
-	 * is only here. */
-	if (final && x->remote.on) {
-		upload_counts(&x->remote.up, line, sizeof(line));
-		ps_debug("after the last flush: %s", line);
-	}
 }
 
 uint64_t

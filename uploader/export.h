@@ -1,9 +1,9 @@
-/* export.h -- one export pass: fold the tables, queue the uploads, and
- * mark the program's local files due (group.h writes them, one set per
+/* export.h -- one export pass: fold the tables, and mark the program's
+ * local files and uploads due (group.h writes and queues them, one set per
  * program name of the tree).
  *
  * Local files always cover the whole run so far (cumulative); uploads
- * cover the interval since the previous pass (remote.h).  An empty profile
+ * cover the interval since the previous upload (remote.h).  An empty profile
  * (no CPU sample, no sampled allocation) is neither written nor sent, so
  * that short helper processes -- every child of a shell or of make inherits
  * the shim -- do not litter the output directory.
@@ -86,7 +86,7 @@ void ps_export_check_dir(struct ps_export *x);
 void ps_export_refuse_dir(const char *dir, int rc);
 
 /* Run one pass.  `final` is set for the pass at exit or exec.  The local
- * files are written by ps_group_write_all (group.h).
+ * files are written, and the uploads queued, by ps_group_pass (group.h).
  * Returns 0 or a negative errno of the first failure (already logged). */
 int ps_export_run(struct ps_export *x, int final);
 
@@ -108,12 +108,13 @@ void ps_export_save_symbols(struct ps_export *x, int final, uint64_t fill_ns);
  * then be partial).  Context: holding the worker's lock. */
 int ps_export_refresh(struct ps_export *x) PS_WUR;
 
-/* Send queued uploads that are due (final: all, once, by deadline_ns).
- * `lock` is the worker's lock, held by the caller: non-final requests go
- * out with it released, and a final flush releases it while it waits for
- * one in flight (ps_upload_send). */
+/* Send what x queued itself (its span, at exit) when due (final: all,
+ * once, by deadline_ns).  `lock` is the worker's lock, held by the
+ * caller: non-final requests go out with it released, and a final flush
+ * releases it while it waits for one in flight (ps_upload_send).  Its
+ * profiles go out with its group's (ps_group_send). */
 void ps_export_send(struct ps_export *x, int final, uint64_t deadline_ns, pthread_mutex_t *lock);
-/* When the next queued upload is due (CLOCK_MONOTONIC), or UINT64_MAX. */
+/* When the next of them is due (CLOCK_MONOTONIC), or UINT64_MAX. */
 uint64_t ps_export_next_due(const struct ps_export *x);
 
 /* At exit: queue the run's span with x->exit_code, x->argv. */

@@ -624,19 +624,27 @@ absorb_loc(struct ps_fold *dst, const struct ps_fold *src, uint32_t id, const ui
 	return 0;
 }
 
-static int
-any_value(const struct ps_fold_entry *e)
+/* Entry i's values: from vals, or its own. */
+static const int64_t *
+row(const struct ps_fold *f, const int64_t (*vals)[PS_F_NVALUES], uint32_t i)
 {
-	int v;
+	return vals ? vals[i] : f->e[i].v;
+}
 
-	for (v = 0; v < PS_F_NVALUES; v++)
-		if (e->v[v])
+static int
+any_value(const int64_t *v)
+{
+	int k;
+
+	for (k = 0; k < PS_F_NVALUES; k++)
+		if (v[k])
 			return 1;
 	return 0;
 }
 
 int
-ps_fold_absorb(struct ps_fold *dst, const struct ps_fold *src, uint32_t tag)
+ps_fold_absorb(struct ps_fold *dst, const struct ps_fold *src,
+	       const int64_t (*vals)[PS_F_NVALUES], uint32_t tag)
 {
 	uint32_t *loc_new = calloc(src->nlocs + 1, sizeof(*loc_new));
 	uint32_t *map_new = calloc(src->nmaps + 1, sizeof(*map_new));
@@ -649,7 +657,7 @@ ps_fold_absorb(struct ps_fold *dst, const struct ps_fold *src, uint32_t tag)
 	/* The mappings first, in src's order, where its executable comes
 	 * first: pprof takes the first mapping for the main binary. */
 	for (i = 0; i < src->n; i++)
-		for (d = 0; any_value(&src->e[i]) && d < src->e[i].depth; d++) {
+		for (d = 0; any_value(row(src, vals, i)) && d < src->e[i].depth; d++) {
 			id = src->frames[src->e[i].frames + d];
 			if (src->locs[id].map)
 				map_new[src->locs[id].map - 1] = 1;
@@ -659,7 +667,7 @@ ps_fold_absorb(struct ps_fold *dst, const struct ps_fold *src, uint32_t tag)
 			goto out;
 	for (i = 0; i < src->n; i++) {
 		e = &src->e[i];
-		if (!any_value(e))
+		if (!any_value(row(src, vals, i)))
 			continue;
 		for (d = 0; d < e->depth; d++) {
 			id = src->frames[e->frames + d];
@@ -678,6 +686,7 @@ ps_fold_absorb(struct ps_fold *dst, const struct ps_fold *src, uint32_t tag)
 		dst->e[dst->n] = *e;
 		dst->e[dst->n].frames = dst->nframes;
 		dst->e[dst->n].tag = tag;
+		memcpy(dst->e[dst->n].v, row(src, vals, i), sizeof(dst->e[dst->n].v));
 		dst->nframes += e->depth;
 		dst->n++;
 	}

@@ -143,15 +143,17 @@ int ps_fold_configure(struct ps_fold *f, int folded_lines, uint64_t dwarf_memory
  * NULL).  Returns 0 or -ENOMEM (the pass is then partial, and says so). */
 int ps_fold_update(struct ps_fold *f, const struct ps_stacktab *st, struct ps_livetab *lt) PS_WUR;
 
-/* Copy into dst the entries of src that have a value, tagged `tag`
+/* Copy into dst the entries of src that have a value -- in vals (one row
+ * per entry of src), or their own when vals is NULL -- tagged `tag`
  * (> 0), with what they reach: locations, lines, mappings (each of src's
  * its own in dst: another process's addresses), functions and names
  * (shared with what dst holds).  dst is a store: zeroed at first, then
  * only absorbing; it has no symbols and no slots.  For the processes of a
- * program that ended, whose files still hold them (uploader/group.h).
- * Returns 0 or -ENOMEM (dst then holds part of src, every entry whole). */
-int ps_fold_absorb(struct ps_fold *dst, const struct ps_fold *src, uint32_t tag) PS_WUR;
-
+ * program that ended, whose files and last upload still hold them
+ * (uploader/group.h).  Returns 0 or -ENOMEM (dst then holds part of src,
+ * every entry whole). */
+int ps_fold_absorb(struct ps_fold *dst, const struct ps_fold *src,
+		   const int64_t (*vals)[PS_F_NVALUES], uint32_t tag) PS_WUR;
 /* The bytes f's arrays and names hold, about. */
 size_t ps_fold_bytes(const struct ps_fold *f);
 

@@ -24,6 +24,14 @@ struct gone {
 	char span[17], trace[33];     /* "" without a span */
 };
 
+/* What ended processes left: their samples, each entry tagged with its
+ * process (tag - 1 in gone[]). */
+struct ended {
+	struct ps_fold fold;
+	struct gone *gone;
+	uint32_t n, cap;
+};
+
 /* What the store's processes counted, for the comments. */
 struct counts {
 	uint64_t dropped, fold_dropped, live_dropped;
@@ -36,12 +44,16 @@ struct counts {
 struct ps_group {
 	struct ps_group *next;
 	char app[256];
-	char dir[PATH_MAX];
+	char dir[PATH_MAX];           /* "": no files */
 	pid_t tree;
+	/* The uploads, NULL without a server: its members' series, less
+	 * their root spans (ps_remote_same). */
+	struct ps_remote *rem;
 	int dirfd;                    /* -1 until opened; -2 after a refusal */
 	int seq;                      /* -1 until the first write chooses */
 	int seq_from;                 /* the lowest seq it may choose */
-	int dirty;
+	int dirty;                    /* files due */
+	int fresh;                    /* an upload due */
 	uint64_t start_ns;            /* the earliest member's */
 	int on[PS_NFAMILIES];         /* any member's */
 	/* The first member's settings that the files use. */
@@ -49,15 +61,17 @@ struct ps_group {
 	uint64_t alloc_sample_bytes, dwarf_memory;
 	struct ps_export **m;         /* the live members (not owned) */
 	unsigned nm, m_cap;
-	struct ps_fold store;         /* what the ended members recorded */
-	struct gone *gone;            /* tag - 1 of the store's entries */
-	uint32_t ngone, gone_cap;
+	struct ended store;           /* the files': the ended members' runs */
+	struct ended last;            /* the next upload's: their last intervals */
 	struct counts kept;
 	struct ps_buf out;
 };
 
 /* Owned by whoever holds the worker's lock (group.h). */
 static struct ps_group *groups;
+/* The span of the tree's first program: written by the worker before any
+ * group exists (ps_group_tree_span). */
+static const struct ps_span *tree_span;
 size_t ps_group_store_bytes = PS_GROUP_STORE_BYTES;
 
 /* ---- file names ------------------------------------------------------- */
@@ -108,6 +122,37 @@ choose_seq(struct ps_group *g)
 
 /* ---- members ---------------------------------------------------------- */
 
+/* The group's uploads: x's settings, and the tree's root span, if x is
+ * in its trace -- one series for every program of that name, whose
+ * root_span_id is the one the run's caller knows (pyrorun prints it).
+ * Its mistakes were said by x's program already. */
+static struct ps_remote *
+remote_of(const struct ps_export *x)
+{
+	const struct ps_span *sp = x->span;
+	struct ps_remote *r;
+	char a[40], b[40];
+
+	if (!x->remote.on)
+		return NULL;
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return NULL;
+	if (sp && tree_span && ps_span_trace_id_hex(sp, a, sizeof(a)) == 0 &&
+	    ps_span_trace_id_hex(tree_span, b, sizeof(b)) == 0 && !strcmp(a, b))
+		sp = tree_span;
+	ps_log_config_quiet(1);
+	(void)ps_remote_setup(r, x->cfg, sp, x->start_ns);
+	ps_log_config_quiet(0);
+	if (!r->on) {
+		free(r);
+		return NULL;
+	}
+	r->up.post = x->remote.up.post;     /* the tests' seams */
+	r->up.now = x->remote.up.now;
+	return r;
+}
+
 static struct ps_group *
 group_of(const struct ps_export *x)
 {
@@ -115,11 +160,17 @@ group_of(const struct ps_export *x)
 	struct ps_group *g;
 
 	for (g = groups; g; g = g->next)
-		if (g->tree == tree && !strcmp(g->app, x->app) && !strcmp(g->dir, x->dir))
+		if (g->tree == tree && !strcmp(g->app, x->app) && !strcmp(g->dir, x->dir) &&
+		    (g->rem ? ps_remote_same(g->rem, &x->remote) : !x->remote.on))
 			return g;
 	g = calloc(1, sizeof(*g));
 	if (!g)
 		return NULL;
+	g->rem = remote_of(x);
+	if (x->remote.on && !g->rem) {
+		free(g);
+		return NULL;
+	}
 	snprintf(g->app, sizeof(g->app), "%s", x->app);
 	snprintf(g->dir, sizeof(g->dir), "%s", x->dir);
 	g->tree = tree;
@@ -135,6 +186,12 @@ group_of(const struct ps_export *x)
 	return g;
 }
 
+void
+ps_group_tree_span(const struct ps_span *sp)
+{
+	tree_span = sp;
+}
+
 int
 ps_group_update(struct ps_export *x)
 {
@@ -143,7 +200,7 @@ ps_group_update(struct ps_export *x)
 	unsigned cap;
 	size_t i;
 
-	if (!x->dir[0])
+	if (!x->dir[0] && !x->remote.on)
 		return 0;
 	if (!g) {
 		g = group_of(x);
@@ -158,8 +215,9 @@ ps_group_update(struct ps_export *x)
 			}
 		}
 		if (!g) {
-			ps_warn("out of memory: pid %d's local files wait for the next pass",
-				(int)x->pid);
+			/* Its uploads of the interval go with the next one's. */
+			x->remote.up.deferred += x->remote.on;
+			ps_warn("out of memory: pid %d's profiles wait for the next pass", (int)x->pid);
 			return -ENOMEM;
 		}
 		g->m[g->nm++] = x;
@@ -170,7 +228,20 @@ ps_group_update(struct ps_export *x)
 			g->on[i] |= x->on[i];
 	}
 	g->dirty = 1;
+	g->fresh = 1;
 	return 0;
+}
+
+/* What a delivery queue counted, added to c. */
+static void
+count_queue(const struct ps_upload *u, struct counts *c)
+{
+	c->remote = 1;
+	c->sent += u->sent;
+	c->failed += u->failed;
+	c->lost += u->dropped;
+	c->retries += u->retries;
+	c->deferred += u->deferred;
 }
 
 /* What x counted, added to c. */
@@ -182,14 +253,8 @@ count(const struct ps_export *x, struct counts *c)
 	c->dropped += atomic_load(&x->st->c->dropped);
 	c->fold_dropped += x->fold.dropped;
 	c->live_dropped += x->lt ? atomic_load(&x->lt->c->dropped) : 0;
-	if (x->remote.on) {
-		c->remote = 1;
-		c->sent += x->remote.up.sent;
-		c->failed += x->remote.up.failed;
-		c->lost += x->remote.up.dropped;
-		c->retries += x->remote.up.retries;
-		c->deferred += x->remote.up.deferred;
-	}
+	if (x->remote.on)
+		count_queue(&x->remote.up, c);
 	ps_symbols_get_stats(x->fold.syms, &ss);
 	c->over_cap |= ss.dwarf_over_cap;
 	c->unresolved += x->fold.unresolved;
@@ -198,56 +263,87 @@ count(const struct ps_export *x, struct counts *c)
 
 static int write_group(struct ps_group *g, int with_members);
 
-void
-ps_group_leave(struct ps_export *x)
+/* x's samples, valued from vals (or its own), into e.  Returns 0, 1 (out
+ * of memory: some of them are kept) or -ENOMEM (none is). */
+static int
+ended_add(struct ended *e, const struct ps_export *x, const int64_t (*vals)[PS_F_NVALUES])
 {
-	struct ps_group *g = x->group;
 	struct gone *v;
 	uint32_t cap;
-	unsigned i;
 
-	if (!g)
-		return;
-	x->group = NULL;
-	for (i = 0; i < g->nm; i++)
-		if (g->m[i] == x) {
-			g->m[i] = g->m[--g->nm];
-			break;
-		}
-	if (g->dirfd == -2)
-		return;                 /* nothing is written: nothing to keep */
-	if (g->ngone == g->gone_cap) {
-		cap = g->gone_cap ? 2 * g->gone_cap : 16;
-		v = realloc(g->gone, cap * sizeof(*v));
+	if (e->n == e->cap) {
+		cap = e->cap ? 2 * e->cap : 16;
+		v = realloc(e->gone, cap * sizeof(*v));
 		if (!v)
-			goto lost;
-		g->gone = v;
-		g->gone_cap = cap;
+			return -ENOMEM;
+		e->gone = v;
+		e->cap = cap;
 	}
-	v = &g->gone[g->ngone];
+	v = &e->gone[e->n];
 	v->pid = x->pid;
 	snprintf(v->span, sizeof(v->span), "%s", x->nlabels ? x->span_hex : "");
 	snprintf(v->trace, sizeof(v->trace), "%s", x->nlabels ? x->trace_hex : "");
-	if (ps_fold_absorb(&g->store, &x->fold, g->ngone + 1)) {
+	e->n++;
+	return ps_fold_absorb(&e->fold, &x->fold, vals, e->n) ? 1 : 0;
+}
+
+static void
+ended_free(struct ended *e)
+{
+	ps_fold_free(&e->fold);
+	free(e->gone);
+	memset(e, 0, sizeof(*e));
+}
+
+/* x's last interval, for the group's next upload: its heap is gone, so
+ * the live heap it reports is none. */
+static void
+leave_upload(struct ps_group *g, struct ps_export *x)
+{
+	int64_t (*d)[PS_F_NVALUES] = ps_remote_interval(&x->remote, &x->fold);
+	uint32_t i;
+	int rc = -ENOMEM;
+
+	if (d) {
+		for (i = 0; i < x->fold.n; i++)
+			d[i][PS_F_INUSE_OBJS] = d[i][PS_F_INUSE_BYTES] = 0;
+		rc = ended_add(&g->last, x, (const int64_t(*)[PS_F_NVALUES])d);
+		free(d);
+	}
+	g->fresh |= rc >= 0;
+	if (rc) {
+		g->rem->up.dropped++;
+		ps_warn("out of memory: %s pid %d's last interval is not uploaded",
+			rc < 0 ? "all of" : "some of", (int)x->pid);
+	}
+}
+
+/* x's run, for the group's files. */
+static void
+leave_files(struct ps_group *g, struct ps_export *x)
+{
+	int rc = ended_add(&g->store, x, NULL);
+
+	if (rc < 0)
+		goto lost;
+	if (rc) {
 		g->kept.incomplete = 1;
 		ps_warn("out of memory keeping pid %d's samples for %s's files: some are lost",
 			(int)x->pid, g->app);
 	}
-	g->ngone++;
 	count(x, &g->kept);
 	g->kept.unresolved_kept += g->kept.unresolved;
 	g->kept.unresolved = 0;
 	g->dirty = 1;
-	if (ps_fold_bytes(&g->store) <= ps_group_store_bytes)
+	if (ps_fold_bytes(&g->store.fold) <= ps_group_store_bytes)
 		return;
 	/* Closed: the store alone, one last time; the members live on in
 	 * the next set.  A set that cannot be written is closed all the
 	 * same (the memory stays bounded), and says what it lost. */
 	if (write_group(g, 0))
 		ps_warn("%s's files of %u ended processes could not be written: their samples "
-			"are lost", g->app, g->ngone);
-	ps_fold_free(&g->store);
-	g->ngone = 0;
+			"are lost", g->app, g->store.n);
+	ended_free(&g->store);
 	memset(&g->kept, 0, sizeof(g->kept));
 	g->seq_from = (g->seq < 0 ? g->seq_from : g->seq) + 1;
 	g->seq = -1;
@@ -258,10 +354,30 @@ lost:
 		(int)x->pid, g->app);
 }
 
+void
+ps_group_leave(struct ps_export *x)
+{
+	struct ps_group *g = x->group;
+	unsigned i;
+
+	if (!g)
+		return;
+	x->group = NULL;
+	for (i = 0; i < g->nm; i++)
+		if (g->m[i] == x) {
+			g->m[i] = g->m[--g->nm];
+			break;
+		}
+	if (g->rem)
+		leave_upload(g, x);
+	if (g->dir[0] && g->dirfd != -2)  /* else nothing is written: nothing to keep */
+		leave_files(g, x);
+}
+
 /* ---- writing ---------------------------------------------------------- */
 
-/* What one write reads: the store and the members, as parts, with a label
- * set per process. */
+/* What one write or upload reads: the ended processes and the members, as
+ * parts, with a label set per process. */
 struct view {
 	struct ps_profile_part *parts;
 	size_t nparts;
@@ -298,10 +414,13 @@ set_labels(struct view *v, size_t k, pid_t pid, const char *span, const char *tr
 	v->sets[k].nlabels = 3;
 }
 
+/* The ended processes of e, then (with_members) the live members, valued
+ * from vals[i] for member i (NULL: their own values). */
 static int
-view_make(const struct ps_group *g, int with_members, struct view *v)
+view_make(const struct ps_group *g, const struct ended *e, int with_members,
+	  int64_t (*const *vals)[PS_F_NVALUES], struct view *v)
 {
-	size_t n = g->ngone + g->nm + 1, k;
+	size_t n = e->n + g->nm + 1, k;
 	unsigned i;
 	const struct ps_export *x;
 
@@ -313,19 +432,20 @@ view_make(const struct ps_group *g, int with_members, struct view *v)
 	v->trace = calloc(n, sizeof(*v->trace));
 	if (!v->parts || !v->lab || !v->sets || !v->span || !v->trace)
 		return -ENOMEM;
-	for (k = 0; k < g->ngone; k++)
-		set_labels(v, k, g->gone[k].pid, g->gone[k].span, g->gone[k].trace);
-	v->nsets = g->ngone;
-	if (g->store.n)
-		v->parts[v->nparts++] = (struct ps_profile_part){ &g->store, NULL, 0 };
+	for (k = 0; k < e->n; k++)
+		set_labels(v, k, e->gone[k].pid, e->gone[k].span, e->gone[k].trace);
+	v->nsets = e->n;
+	if (e->fold.n)
+		v->parts[v->nparts++] = (struct ps_profile_part){ &e->fold, NULL, 0 };
 	for (i = 0; with_members && i < g->nm; i++) {
 		x = g->m[i];
 		if (!x->ready)
 			continue;
 		set_labels(v, v->nsets, x->pid, x->nlabels ? x->span_hex : "",
 			   x->nlabels ? x->trace_hex : "");
-		v->parts[v->nparts++] = (struct ps_profile_part){ &x->fold, NULL,
-								  (uint32_t)++v->nsets };
+		v->parts[v->nparts++] = (struct ps_profile_part){
+			&x->fold, vals ? (const int64_t(*)[PS_F_NVALUES])vals[i] : NULL,
+			(uint32_t)++v->nsets };
 	}
 	return 0;
 }
@@ -416,6 +536,8 @@ comments(const struct ps_group *g, const struct view *v, int with_members, char 
 	for (i = 0; with_members && i < g->nm; i++)
 		if (g->m[i]->ready)
 			count(g->m[i], &t);
+	if (g->rem)
+		count_queue(&g->rem->up, &t);
 	return format(&t, g->app, one ? (pid_t)one->labels[0].num : 0, n, g->tree,
 		      one && one->nlabels == 3 ? one->labels[1].str : NULL,
 		      one && one->nlabels == 3 ? one->labels[2].str : NULL, g->dwarf_memory, c);
@@ -445,81 +567,6 @@ write_file(struct ps_group *g, const char *kind, const struct ps_buf *b)
 	rc = ps_files_write(g->dirfd, name, b->data, b->len);
 	if (rc)
 		ps_warn("writing %s/%s: %s", g->dir, name, strerror(-rc));
-	return rc;
-}
-
-/* One folded line: its stack and its value. */
-struct line {
-	const char *s;
-	size_t len;
-	int64_t val;
-};
-
-static int
-line_cmp(const void *a, const void *b)
-{
-	const struct line *x = a, *y = b;
-	int c = memcmp(x->s, y->s, x->len < y->len ? x->len : y->len);
-
-	return c ? c : (x->len > y->len) - (x->len < y->len);
-}
-
-/* The decimal number in [s, end): ps_fold_folded's, positive.  (The text
- * is not NUL-terminated: no strtoll.) */
-static int64_t
-number(const char *s, const char *end)
-{
-	int64_t v = 0;
-
-	for (; s < end && *s >= '0' && *s <= '9'; s++)
-		v = v * 10 + (*s - '0');
-	return v;
-}
-
-/* The parts' folded lines (raw values), one line per stack, summed, then
- * divided by div as ps_fold_folded divides them. */
-static int
-folded(struct ps_group *g, const struct view *v, const struct ps_series *s)
-{
-	struct ps_buf raw = { .cap = OUT_CAP };
-	struct line *ln = NULL;
-	size_t n = 0, cap = 0, i, j;
-	char *p, *end, *nl, *sp;
-	struct line *t;
-	int64_t val;
-	int rc = 0;
-
-	for (i = 0; i < v->nparts && !rc; i++)
-		rc = ps_fold_folded(v->parts[i].fold, NULL, s->value, 1, &raw);
-	for (p = (char *)raw.data, end = p + raw.len; !rc && p < end; p = nl + 1) {
-		nl = memchr(p, '\n', (size_t)(end - p));
-		sp = nl ? memrchr(p, ' ', (size_t)(nl - p)) : NULL;
-		if (!sp)
-			break;
-		if (n == cap) {
-			cap = cap ? 2 * cap : 256;
-			t = realloc(ln, cap * sizeof(*ln));
-			if (!t) {
-				rc = -ENOMEM;
-				break;
-			}
-			ln = t;
-		}
-		ln[n++] = (struct line){ p, (size_t)(sp - p), number(sp + 1, nl) };
-	}
-	if (!rc)
-		qsort(ln, n, sizeof(*ln), line_cmp);
-	ps_buf_reset(&g->out);
-	for (i = 0; !rc && i < n; i = j) {
-		for (val = 0, j = i; j < n && !line_cmp(&ln[i], &ln[j]); j++)
-			val += ln[j].val;
-		val = s->div > 1 ? (val + s->div / 2) / s->div : val;
-		if (val > 0)
-			rc = ps_buf_printf(&g->out, "%.*s %lld\n", (int)ln[i].len, ln[i].s,
-					   (long long)val);
-	}
-	free(ln);
-	ps_buf_free(&raw);
 	return rc;
 }
 
@@ -555,11 +602,9 @@ write_family(struct ps_group *g, const struct view *v, const struct ps_family *f
 {
 	char kind[64];
 	size_t k;
-	int rc, any = 0;
+	int rc;
 
-	for (k = 0; k < v->nparts; k++)
-		any |= ps_family_present(fam, v->parts[k].fold, NULL);
-	if (!any)
+	if (!ps_profile_present(v->parts, v->nparts, fam))
 		return closing ? unlink_family(g, fam) : 0;
 	m->period = ps_family_period(fam, g->sample_rate, g->alloc_sample_bytes);
 	rc = ps_profile_encode_parts(v->parts, v->nparts, fam, m, &g->out);
@@ -570,7 +615,7 @@ write_family(struct ps_group *g, const struct view *v, const struct ps_family *f
 		rc = write_file(g, kind, &g->out);
 	}
 	for (k = 0; k < fam->nseries; k++) {
-		if (folded(g, v, &fam->series[k])) {
+		if (ps_profile_folded(v->parts, v->nparts, &fam->series[k], &g->out)) {
 			ps_warn("folding the %s profile: out of memory", fam->series[k].type);
 			rc = -ENOMEM;
 			continue;
@@ -581,6 +626,22 @@ write_family(struct ps_group *g, const struct view *v, const struct ps_family *f
 	return rc;
 }
 
+/* The profiles' comments and label sets of view v, into m. */
+static void
+meta_of(const struct ps_group *g, const struct view *v, int with_members,
+	char c[][200], const char **cp, struct ps_profile_meta *m)
+{
+	size_t nc = comments(g, v, with_members, c), i;
+
+	for (i = 0; i < nc; i++)
+		cp[i] = c[i];
+	memset(m, 0, sizeof(*m));
+	m->comments = cp;
+	m->ncomments = nc;
+	m->sets = v->sets;
+	m->nsets = v->nsets;
+}
+
 static int
 write_group(struct ps_group *g, int with_members)
 {
@@ -588,13 +649,13 @@ write_group(struct ps_group *g, int with_members)
 	const char *cp[PS_GROUP_COMMENTS];
 	struct ps_profile_meta m;
 	struct view v;
-	size_t nc, i;
+	size_t i;
 	int rc = 0;
 
 	g->dirty = 0;
-	if (g->dirfd == -2)
+	if (!g->dir[0] || g->dirfd == -2)
 		return 0;
-	if (view_make(g, with_members, &v)) {
+	if (view_make(g, &g->store, with_members, NULL, &v)) {
 		g->dirty = 1;           /* the next interval tries again */
 		view_free(&v);
 		ps_warn("writing %s's files: out of memory", g->app);
@@ -604,16 +665,9 @@ write_group(struct ps_group *g, int with_members)
 		view_free(&v);
 		return 0;
 	}
-	nc = comments(g, &v, with_members, c);
+	meta_of(g, &v, with_members, c, cp, &m);
 	ps_debug("local files of %s (tree %d, set %d): %zu processes; %s", g->app, (int)g->tree,
-		 g->seq < 0 ? g->seq_from : g->seq, v.nsets, c[nc - 1]);
-	for (i = 0; i < nc; i++)
-		cp[i] = c[i];
-	memset(&m, 0, sizeof(m));
-	m.comments = cp;
-	m.ncomments = nc;
-	m.sets = v.sets;
-	m.nsets = v.nsets;
+		 g->seq < 0 ? g->seq_from : g->seq, v.nsets, c[m.ncomments - 1]);
 	m.time_nanos = (int64_t)g->start_ns;
 	m.duration_nanos = (int64_t)(ps_clock_ns(CLOCK_REALTIME) - g->start_ns);
 	for (i = 0; i < PS_NFAMILIES; i++)
@@ -626,16 +680,106 @@ write_group(struct ps_group *g, int with_members)
 	return rc ? -EIO : 0;
 }
 
-int
-ps_group_write_all(void)
+/* ---- uploads ---------------------------------------------------------- */
+
+/* Queue the group's interval: each live member's values since its last
+ * upload, and the ended members' last intervals, as one profile per family
+ * (remote.h).  Without memory for a member's values, the whole interval
+ * goes with the next one. */
+static void
+upload_group(struct ps_group *g, uint64_t now_ns)
 {
+	char c[PS_GROUP_COMMENTS][200];
+	const char *cp[PS_GROUP_COMMENTS];
+	int64_t (**d)[PS_F_NVALUES] = calloc(g->nm + 1, sizeof(*d));
+	struct ps_profile_meta m;
+	struct view v = { 0 };
+	unsigned i;
+	int ok = d != NULL;
+
+	for (i = 0; ok && i < g->nm; i++)
+		if (g->m[i]->ready && !(d[i] = ps_remote_interval(&g->m[i]->remote, &g->m[i]->fold)))
+			ok = 0;
+	if (ok && view_make(g, &g->last, 1, d, &v))
+		ok = 0;
+	if (!ok) {
+		ps_remote_defer(g->rem);
+	} else {
+		g->fresh = 0;
+		meta_of(g, &v, 1, c, cp, &m);
+		ps_remote_queue_parts(g->rem, v.parts, v.nparts, g->on, &m, now_ns);
+		/* What was queued (or could not be) belongs to this interval. */
+		for (i = 0; i < g->nm; i++)
+			if (d[i])
+				ps_remote_commit(&g->m[i]->remote, &g->m[i]->fold);
+		ended_free(&g->last);
+	}
+	view_free(&v);
+	for (i = 0; d && i < g->nm; i++)
+		free(d[i]);
+	free(d);
+}
+
+int
+ps_group_pass(void)
+{
+	uint64_t now = ps_clock_ns(CLOCK_REALTIME);
 	struct ps_group *g;
 	int rc = 0;
 
-	for (g = groups; g; g = g->next)
+	for (g = groups; g; g = g->next) {
 		if (g->dirty)
 			rc |= write_group(g, 1);
+		if (g->rem && g->fresh)
+			upload_group(g, now);
+	}
 	return rc;
+}
+
+void
+ps_group_send(int final, uint64_t deadline_ns, pthread_mutex_t *lock)
+{
+	struct counts t = { 0 };
+	struct ps_group *g;
+	int any = 0;
+
+	/* Groups are never freed, and new ones go in front: the list stays
+	 * walkable while a send releases the lock. */
+	for (g = groups; g; g = g->next)
+		if (g->rem && (g->rem->up.n || g->rem->up.flight)) {
+			any |= g->rem->up.n > 0;
+			ps_upload_send(&g->rem->up, ps_upload_now(&g->rem->up), 10000, final,
+				       deadline_ns, lock);
+		}
+	if (!final || !any)
+		return;
+	/* The profiles' comments were written before this flush: its outcome
+	 * is only here (once per flush that had something to send). */
+	for (g = groups; g; g = g->next)
+		if (g->rem)
+			count_queue(&g->rem->up, &t);
+	ps_debug("after the last flush: uploads: %llu sent, %llu failed, %llu dropped, "
+		 "%llu retries, %llu deferred", (unsigned long long)t.sent,
+		 (unsigned long long)t.failed, (unsigned long long)t.lost,
+		 (unsigned long long)t.retries, (unsigned long long)t.deferred);
+}
+
+struct ps_remote *
+ps_group_remote(const struct ps_export *x)
+{
+	return x->group ? x->group->rem : NULL;
+}
+
+uint64_t
+ps_group_next_due(void)
+{
+	uint64_t t = UINT64_MAX, due;
+	struct ps_group *g;
+
+	for (g = groups; g; g = g->next)
+		if (g->rem && (due = ps_upload_next_due(&g->rem->up)) < t)
+			t = due;
+	return t;
 }
 
 void
@@ -655,8 +799,12 @@ ps_group_free_all(void)
 		for (i = 0; i < g->nm; i++)
 			g->m[i]->group = NULL;
 		free(g->m);
-		free(g->gone);
-		ps_fold_free(&g->store);
+		ended_free(&g->store);
+		ended_free(&g->last);
+		if (g->rem) {
+			ps_remote_free(g->rem);
+			free(g->rem);
+		}
 		ps_buf_free(&g->out);
 		if (g->dirfd >= 0)
 			(void)close(g->dirfd);

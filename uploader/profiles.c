@@ -2,6 +2,7 @@
 #include "uploader/profiles.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -323,4 +324,89 @@ ps_profile_encode(const struct ps_fold *f, const struct ps_family *fam,
 	struct ps_profile_part part = { f, vals, 0 };
 
 	return ps_profile_encode_parts(&part, 1, fam, m, out);
+}
+
+/* One folded line: its stack and its value. */
+struct line {
+	const char *s;
+	size_t len;
+	int64_t val;
+};
+
+static int
+line_cmp(const void *a, const void *b)
+{
+	const struct line *x = a, *y = b;
+	int c = memcmp(x->s, y->s, x->len < y->len ? x->len : y->len);
+
+	return c ? c : (x->len > y->len) - (x->len < y->len);
+}
+
+/* The decimal number in [s, end): ps_fold_folded's, positive.  (The text
+ * is not NUL-terminated: no strtoll.) */
+static int64_t
+number(const char *s, const char *end)
+{
+	int64_t v = 0;
+
+	for (; s < end && *s >= '0' && *s <= '9'; s++)
+		v = v * 10 + (*s - '0');
+	return v;
+}
+
+int
+ps_profile_present(const struct ps_profile_part *parts, size_t nparts, const struct ps_family *fam)
+{
+	size_t k;
+
+	for (k = 0; k < nparts; k++)
+		if (ps_family_present(fam, parts[k].fold, parts[k].vals))
+			return 1;
+	return 0;
+}
+
+int
+ps_profile_folded(const struct ps_profile_part *parts, size_t nparts, const struct ps_series *s,
+		  struct ps_buf *out)
+{
+	struct ps_buf raw = { .cap = out->cap };
+	struct line *ln = NULL;
+	size_t n = 0, cap = 0, i, j;
+	char *p, *end, *nl, *sp;
+	struct line *t;
+	int64_t val;
+	int rc = 0;
+
+	for (i = 0; i < nparts && !rc; i++)
+		rc = ps_fold_folded(parts[i].fold, parts[i].vals, s->value, 1, &raw);
+	for (p = (char *)raw.data, end = p + raw.len; !rc && p < end; p = nl + 1) {
+		nl = memchr(p, '\n', (size_t)(end - p));
+		sp = nl ? memrchr(p, ' ', (size_t)(nl - p)) : NULL;
+		if (!sp)
+			break;
+		if (n == cap) {
+			cap = cap ? 2 * cap : 256;
+			t = realloc(ln, cap * sizeof(*ln));
+			if (!t) {
+				rc = -ENOMEM;
+				break;
+			}
+			ln = t;
+		}
+		ln[n++] = (struct line){ p, (size_t)(sp - p), number(sp + 1, nl) };
+	}
+	if (!rc && n)
+		qsort(ln, n, sizeof(*ln), line_cmp);
+	ps_buf_reset(out);
+	for (i = 0; !rc && i < n; i = j) {
+		for (val = 0, j = i; j < n && !line_cmp(&ln[i], &ln[j]); j++)
+			val += ln[j].val;
+		val = s->div > 1 ? (val + s->div / 2) / s->div : val;
+		if (val > 0)
+			rc = ps_buf_printf(out, "%.*s %lld\n", (int)ln[i].len, ln[i].s,
+					   (long long)val);
+	}
+	free(ln);
+	ps_buf_free(&raw);
+	return rc;
 }

@@ -102,6 +102,17 @@ int ps_profile_encode_parts(const struct ps_profile_part *parts, size_t nparts,
 			    const struct ps_family *fam, const struct ps_profile_meta *m,
 			    struct ps_buf *out) PS_WUR;
 
+/* 1 if family fam has data in any of the parts (their vals). */
+int ps_profile_present(const struct ps_profile_part *parts, size_t nparts,
+		       const struct ps_family *fam);
+
+/* Series s of several parts as folded text into out (reset first): each
+ * stack's line once, its raw values summed over the parts, then divided
+ * as ps_fold_folded divides them, so that a count per part is not lost to
+ * rounding.  Returns 0, -E2BIG or -ENOMEM. */
+int ps_profile_folded(const struct ps_profile_part *parts, size_t nparts,
+		      const struct ps_series *s, struct ps_buf *out) PS_WUR;
+
 /* Encode family fam of fold f as gzipped pprof into out (reset first).
  * vals: per fold entry, the values to use; NULL = the fold's own.
  * Returns 0 or the negative errno of ps_pprof_encode. */

@@ -113,7 +113,8 @@ ps_remote_setup(struct ps_remote *r, const struct ps_config *c, const struct ps_
 	r->push = c->upload_push;
 	r->sample_rate = c->sample_rate;
 	r->alloc_mean = c->alloc_sample_bytes;
-	r->up.ca_file = c->ca_file[0] ? c->ca_file : NULL;
+	snprintf(r->ca_file, sizeof(r->ca_file), "%s", c->ca_file);
+	r->up.ca_file = r->ca_file[0] ? r->ca_file : NULL;
 	r->up.insecure = c->tls_insecure;
 	r->up.rng = start_ns | 1;
 	otlp_setup(r, c, &bad);
@@ -141,7 +142,8 @@ ps_remote_setup(struct ps_remote *r, const struct ps_config *c, const struct ps_
 		r->up.pyro.user = r->user;
 		r->up.pyro.password = r->pass;
 	}
-	r->up.pyro.bearer = c->auth_token[0] ? c->auth_token : NULL;
+	snprintf(r->bearer, sizeof(r->bearer), "%s", c->auth_token);
+	r->up.pyro.bearer = r->bearer[0] ? r->bearer : NULL;
 	if (c->tls_insecure)
 		ps_log_config("PYROSCOPE_TLS_INSECURE=true: TLS certificates are not verified");
 	if (r->push && r->folded) {
@@ -182,9 +184,44 @@ grow_prev(struct ps_remote *r, uint32_t n)
 	return 0;
 }
 
-/* This interval's values: deltas of the cumulative counters, the live heap
- * as it is. */
-static int64_t (*interval_values(struct ps_remote *r, const struct ps_fold *f))[PS_F_NVALUES]
+static int
+same_tags(const struct ps_tags *a, const struct ps_tags *b)
+{
+	unsigned i;
+
+	if (a->n != b->n)
+		return 0;
+	for (i = 0; i < a->n; i++)
+		if (strcmp(a->tag[i].key, b->tag[i].key) ||
+		    (strcmp(a->tag[i].value, b->tag[i].value) &&
+		     strcmp(a->tag[i].key, "root_span_id")))
+			return 0;
+	return 1;
+}
+
+int
+ps_remote_same(const struct ps_remote *a, const struct ps_remote *b)
+{
+	unsigned i;
+
+	if (a->on != b->on)
+		return 0;
+	if (!a->on)
+		return 1;
+	if (strcmp(a->base, b->base) || strcmp(a->user, b->user) || strcmp(a->pass, b->pass) ||
+	    strcmp(a->bearer, b->bearer) || strcmp(a->ca_file, b->ca_file) ||
+	    strcmp(a->app, b->app) || a->folded != b->folded || a->push != b->push ||
+	    a->sample_rate != b->sample_rate || a->alloc_mean != b->alloc_mean ||
+	    a->up.insecure != b->up.insecure || a->up.pyro.nheaders != b->up.pyro.nheaders ||
+	    !same_tags(&a->tags, &b->tags))
+		return 0;
+	for (i = 0; i < a->up.pyro.nheaders; i++)
+		if (strcmp(a->up.pyro.headers[i], b->up.pyro.headers[i]))
+			return 0;
+	return 1;
+}
+
+int64_t (*ps_remote_interval(struct ps_remote *r, const struct ps_fold *f))[PS_F_NVALUES]
 {
 	int64_t (*d)[PS_F_NVALUES];
 	uint32_t i;
@@ -202,6 +239,16 @@ static int64_t (*interval_values(struct ps_remote *r, const struct ps_fold *f))[
 		d[i][PS_F_INUSE_BYTES] = f->e[i].v[PS_F_INUSE_BYTES];
 	}
 	return d;
+}
+
+void
+ps_remote_commit(struct ps_remote *r, const struct ps_fold *f)
+{
+	uint32_t i;
+
+	/* ps_remote_interval grew prev to f->n, and f only grows. */
+	for (i = 0; i < f->n && i < r->prev_cap; i++)
+		memcpy(r->prev[i], f->e[i].v, sizeof(r->prev[i]));
 }
 
 /* A request that could not be built: counted, and said at debug level
@@ -255,15 +302,15 @@ queue_push(struct ps_remote *r, const struct ps_family *fam, const struct ps_buf
 }
 
 static int
-queue_pprof(struct ps_remote *r, const struct ps_fold *f, const struct ps_family *fam,
-	    const int64_t (*d)[PS_F_NVALUES], const struct ps_profile_meta *m,
+queue_pprof(struct ps_remote *r, const struct ps_profile_part *parts, size_t nparts,
+	    const struct ps_family *fam, const struct ps_profile_meta *m,
 	    struct ps_ingest_query *q)
 {
 	struct ps_buf pb = PS_BUF_INIT(BODY_CAP), body = PS_BUF_INIT(BODY_CAP + 4096);
 	char ctype[96];
 	int rc;
 
-	rc = ps_profile_encode(f, fam, d, m, &pb);
+	rc = ps_profile_encode_parts(parts, nparts, fam, m, &pb);
 	if (!rc && r->push) {
 		rc = queue_push(r, fam, &pb);
 		ps_buf_free(&pb);
@@ -283,7 +330,7 @@ queue_pprof(struct ps_remote *r, const struct ps_fold *f, const struct ps_family
 }
 
 static int
-queue_folded(struct ps_remote *r, const struct ps_fold *f, const int64_t (*d)[PS_F_NVALUES],
+queue_folded(struct ps_remote *r, const struct ps_profile_part *parts, size_t nparts,
 	     const struct ps_series *s, uint64_t until_ns)
 {
 	struct ps_ingest_query q = { .from_ns = r->last_until_ns, .until_ns = until_ns,
@@ -292,7 +339,7 @@ queue_folded(struct ps_remote *r, const struct ps_fold *f, const int64_t (*d)[PS
 				     .aggregation = s->aggregation };
 	struct ps_buf body = PS_BUF_INIT(BODY_CAP);
 	char name[sizeof(r->name)];
-	int rc = ps_fold_folded(f, d, s->value, s->div, &body);
+	int rc = ps_profile_folded(parts, nparts, s, &body);
 
 	if (rc || body.len == 0) {
 		ps_buf_free(&body);
@@ -308,7 +355,7 @@ queue_folded(struct ps_remote *r, const struct ps_fold *f, const int64_t (*d)[PS
 }
 
 static int
-queue_family(struct ps_remote *r, const struct ps_fold *f, const int64_t (*d)[PS_F_NVALUES],
+queue_family(struct ps_remote *r, const struct ps_profile_part *parts, size_t nparts,
 	     const struct ps_profile_meta *m, const struct ps_family *fam, uint64_t until_ns)
 {
 	struct ps_ingest_query q = { .from_ns = r->last_until_ns, .until_ns = until_ns,
@@ -316,37 +363,37 @@ queue_family(struct ps_remote *r, const struct ps_fold *f, const int64_t (*d)[PS
 				     .aggregation = "sum" };
 	int rc = 0;
 
-	if (!ps_family_present(fam, f, d))
+	if (!ps_profile_present(parts, nparts, fam))
 		return 0;
 	if (r->folded) {
 		for (size_t k = 0; k < fam->nseries; k++)
-			rc |= queue_folded(r, f, d, &fam->series[k], until_ns);
+			rc |= queue_folded(r, parts, nparts, &fam->series[k], until_ns);
 		return rc ? -EIO : 0;
 	}
 	if (fam->rate_query)
 		q.sample_rate = r->sample_rate;
-	return queue_pprof(r, f, fam, d, m, &q);
+	return queue_pprof(r, parts, nparts, fam, m, &q);
 }
 
 void
-ps_remote_queue(struct ps_remote *r, const struct ps_fold *f, const int *on,
-		const struct ps_profile_meta *meta, uint64_t now_ns)
+ps_remote_defer(struct ps_remote *r)
 {
-	int64_t (*d)[PS_F_NVALUES];
+	/* Nothing is lost: the next interval starts where this one did, so
+	 * its deltas cover both. */
+	r->up.deferred++;
+	ps_warn("this interval's uploads go with the next one: out of memory");
+}
+
+void
+ps_remote_queue_parts(struct ps_remote *r, const struct ps_profile_part *parts, size_t nparts,
+		      const int *on, const struct ps_profile_meta *meta, uint64_t now_ns)
+{
 	struct ps_profile_meta m = *meta;
 	uint32_t i;
 	int rc = 0;
 
 	if (!r->on)
 		return;
-	d = interval_values(r, f);
-	if (!d) {
-		/* Nothing is lost: the next interval starts where this one
-		 * did, so its deltas cover both. */
-		r->up.deferred++;
-		ps_warn("this interval's uploads go with the next one: out of memory");
-		return;
-	}
 	m.time_nanos = (int64_t)r->last_until_ns;
 	m.duration_nanos = (int64_t)(now_ns - r->last_until_ns);
 	for (i = 0; i < PS_NFAMILIES; i++) {
@@ -355,15 +402,30 @@ ps_remote_queue(struct ps_remote *r, const struct ps_fold *f, const int *on,
 		if (!on[fam->id])
 			continue;
 		m.period = ps_family_period(fam, r->sample_rate, r->alloc_mean);
-		rc |= queue_family(r, f, (const int64_t(*)[PS_F_NVALUES])d, &m, fam, now_ns);
+		rc |= queue_family(r, parts, nparts, &m, fam, now_ns);
 	}
-	free(d);
 	if (rc)
 		ps_warn("some profiles of this interval could not be queued");
-	/* What was queued (or could not be) belongs to this interval. */
-	for (i = 0; i < f->n; i++)
-		memcpy(r->prev[i], f->e[i].v, sizeof(r->prev[i]));
 	r->last_until_ns = now_ns;
+}
+
+void
+ps_remote_queue(struct ps_remote *r, const struct ps_fold *f, const int *on,
+		const struct ps_profile_meta *meta, uint64_t now_ns)
+{
+	struct ps_profile_part part = { f, NULL, 0 };
+
+	if (!r->on)
+		return;
+	part.vals = (const int64_t(*)[PS_F_NVALUES])ps_remote_interval(r, f);
+	if (!part.vals) {
+		ps_remote_defer(r);
+		return;
+	}
+	ps_remote_queue_parts(r, &part, 1, on, meta, now_ns);
+	free((void *)part.vals);
+	/* What was queued (or could not be) belongs to this interval. */
+	ps_remote_commit(r, f);
 }
 
 void

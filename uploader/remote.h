@@ -4,7 +4,10 @@
  * Protocol (REFERENCES.md section 1): POST {server}/ingest, one request per
  * profile family and interval, multipart/form-data with the gzipped pprof
  * in field `profile` and no `format` parameter; `from`/`until` in
- * nanoseconds cover exactly the interval the data belongs to.
+ * nanoseconds cover exactly the interval the data belongs to.  A request
+ * holds every program of a tree that has the same name and settings, each
+ * sample labelled with its program (uploader/group.h): a program keeps
+ * its own interval values, and the group's remote queues and sends.
  *  - CPU is sent as per-interval deltas.
  *  - Allocations: alloc_objects/alloc_space per interval (deltas), and
  *    inuse_objects/inuse_space as the live heap at the end of the interval
@@ -44,6 +47,10 @@ struct ps_remote {
 	int on;                        /* a valid server is configured */
 	char base[PS_CFG_STR];         /* server URL without user-info or '/' */
 	char user[256], pass[256];
+	/* Copies, not pointers into the configuration: a group's remote
+	 * outlives the program whose configuration made it (group.h). */
+	char bearer[sizeof(((struct ps_config *)0)->auth_token)];
+	char ca_file[sizeof(((struct ps_config *)0)->ca_file)];
 	char app[256];                 /* sanitised application name */
 	struct ps_tags tags;           /* user tags (+ trace tags) */
 	char name[8192];               /* app{tags} */
@@ -74,8 +81,33 @@ struct ps_remote {
 int ps_remote_setup(struct ps_remote *r, const struct ps_config *c, const struct ps_span *span,
 		    uint64_t start_ns);
 
-/* Queue this interval's profiles (CPU and allocation deltas since the last
- * call, the live heap now).  comments/labels go into every pprof. */
+/* 1 if a and b send to the same series of the same server in the same
+ * way: everything but their root_span_id tags, which differ for every
+ * program of a tree (uploader/group.h). */
+int ps_remote_same(const struct ps_remote *a, const struct ps_remote *b);
+
+/* One program's values for this interval, per entry of its fold f
+ * (allocated; NULL without memory): deltas of the cumulative counters
+ * since the values last committed, the live heap as it is. */
+int64_t (*ps_remote_interval(struct ps_remote *r, const struct ps_fold *f))[PS_F_NVALUES];
+
+/* f's values belong to an interval that was queued (or could not be):
+ * the next interval starts from them. */
+void ps_remote_commit(struct ps_remote *r, const struct ps_fold *f);
+
+/* Queue this interval's profiles of the programs in parts, one request per
+ * family (and per series with folded text): each part's vals are its
+ * program's interval values, labelled with meta's sets.  comments and
+ * labels go into every pprof.  The interval ends at now_ns. */
+void ps_remote_queue_parts(struct ps_remote *r, const struct ps_profile_part *parts,
+			   size_t nparts, const int *on, const struct ps_profile_meta *meta,
+			   uint64_t now_ns);
+
+/* A program's interval values could not be made (no memory): counted,
+ * said, and sent with the next interval's. */
+void ps_remote_defer(struct ps_remote *r);
+
+/* One program alone: its interval, queued and committed. */
 void ps_remote_queue(struct ps_remote *r, const struct ps_fold *f, const int *on,
 		     const struct ps_profile_meta *meta, uint64_t now_ns);
 

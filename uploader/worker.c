@@ -269,12 +269,14 @@ last_pass(struct session *s, uint64_t deadline, int end, int dead)
 	 * (loop()).  At its exec too: in thread mode the new image has no
 	 * uploader to write what this one recorded. */
 	if (s->pid == host)
-		(void)ps_group_write_all();
+		(void)ps_group_pass();
 	if (end) {
 		take_exit_info(s, dead);
 		ps_export_end_span(s->x);
 	}
 	ps_export_send(s->x, 1, deadline, &lock);
+	if (s->pid == host)
+		ps_group_send(1, deadline, &lock);
 }
 
 /* ---- the helper's view of the program -------------------------------- */
@@ -763,7 +765,7 @@ loop(int helper_side)
 
 	for (;;) {
 		pthread_mutex_lock(&lock);
-		wake_at = min_u64(next, births_due());
+		wake_at = min_u64(min_u64(next, births_due()), ps_group_next_due());
 		for (i = 0; i < nss; i++)
 			wake_at = min_u64(wake_at, ps_export_next_due(ss[i]->x));
 		pthread_mutex_unlock(&lock);
@@ -790,7 +792,9 @@ loop(int helper_side)
 				i++;
 		if (!nss) {
 			closing = 1;    /* the accepting thread answers no one now */
-			(void)ps_group_write_all();
+			(void)ps_group_pass();
+			/* The ended programs' last intervals: no one waits. */
+			ps_group_send(1, ps_clock_ns(CLOCK_MONOTONIC) + flush_timeout, &lock);
 			pthread_mutex_unlock(&lock);
 			return;
 		}
@@ -800,7 +804,7 @@ loop(int helper_side)
 				(void)ps_export_run(ss[i]->x, 0);
 				ps_export_save_symbols(ss[i]->x, 0, CACHE_FILL_NS);
 			}
-			(void)ps_group_write_all();
+			(void)ps_group_pass();
 			next += interval;
 			if (next < now)
 				next = now + interval;  /* a slow pass: skip, don't burst */
@@ -809,8 +813,10 @@ loop(int helper_side)
 		 * answer must not keep the last pass waiting.  (In the helper
 		 * they go out from a thread of their own, so that the passes
 		 * are never late either.) */
-		if (!helper_side)
+		if (!helper_side) {
 			ps_export_send(x, 0, 0, &lock);
+			ps_group_send(0, 0, &lock);
+		}
 		pthread_mutex_unlock(&lock);
 	}
 }
@@ -840,6 +846,11 @@ again:
 			}
 			due = min_u64(due, ps_export_next_due(ss[i]->x));
 		}
+		if (ps_group_next_due() <= now) {
+			ps_group_send(0, 0, &lock);
+			goto again;
+		}
+		due = min_u64(due, ps_group_next_due());
 		pthread_mutex_unlock(&lock);
 		ts = to_ts(min_u64(due, ps_clock_ns(CLOCK_MONOTONIC) + PS_WORKER_POLL_MS * 1000000ull));
 		while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
@@ -1431,6 +1442,7 @@ ps_worker_start(struct ps_export *e, uint64_t interval_ns, uint64_t flush_timeou
 	int rc;
 
 	x = e;
+	ps_group_tree_span(e->span);
 	listen_here = 1;
 	interval = interval_ns;
 	flush_timeout = flush_timeout_ns;

@@ -175,6 +175,30 @@ def pprof_pids(path):
     return {pid for pid in pprof_by_pid(path)[1] if pid is not None}
 
 
+def pprof_tags(path, pid=None):
+    """{label: {value: percent}} from go tool pprof -tags, weighted by the
+    default sample type (None when that type sums to zero, as in-use
+    bytes of an interval that freed everything).  With pid, that
+    process's samples only (`-tagfocus pid=N`)."""
+    env = dict(os.environ, HOME=os.environ.get("HOME", "/tmp"))
+    focus = ["-tagfocus", "pid=%d" % pid] if pid is not None else []
+    p = subprocess.run(["go", "tool", "pprof", "-tags"] + focus + [path], capture_output=True,
+                       text=True, env=env, timeout=120)
+    if p.returncode != 0:
+        raise AssertionError("go tool pprof -tags failed: %s" % p.stderr)
+    tags, key = {}, None
+    for line in p.stdout.splitlines():
+        m = re.match(r"^\s*(\S+): Total", line)
+        if m:
+            key = m.group(1)
+            tags[key] = {}
+            continue
+        m = re.match(r"^\s*\S+(?:\s+\(\s*([\d.]+)%\))?:\s*(\S+)\s*$", line)
+        if m and key:
+            tags[key][m.group(2)] = float(m.group(1)) if m.group(1) else None
+    return tags
+
+
 def pprof(*args):
     """Run `go tool pprof -symbolize=none ARGS` from / and return its output."""
     env = dict(os.environ, PPROF_TMPDIR=tempfile.gettempdir(), HOME=os.environ.get("HOME", "/tmp"))

@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import unittest
 
-from common import PROG, ROOT, clean_env, have_go, run
+from common import PROG, ROOT, clean_env, have_go, pprof_tags, run
 from test_upload import Peer, UploadTest
 
 PROTO_DIR = os.path.join(ROOT, "test", "proto")
@@ -133,28 +133,6 @@ def decode_spans(path):
                               for a in s.get("attributes", [])},
                     "service": res.get("service.name")})
     return out
-
-
-def pprof_tags(path):
-    """{label: {value: percent}} from go tool pprof -tags, weighted by the
-    default sample type (None when that type sums to zero, as in-use
-    bytes of an interval that freed everything)."""
-    env = dict(os.environ, HOME=os.environ.get("HOME", "/tmp"))
-    p = subprocess.run(["go", "tool", "pprof", "-tags", path], capture_output=True, text=True,
-                       env=env, timeout=120)
-    if p.returncode != 0:
-        raise AssertionError("go tool pprof -tags failed: %s" % p.stderr)
-    tags, key = {}, None
-    for line in p.stdout.splitlines():
-        m = re.match(r"^\s*(\S+): Total", line)
-        if m:
-            key = m.group(1)
-            tags[key] = {}
-            continue
-        m = re.match(r"^\s*\S+(?:\s+\(\s*([\d.]+)%\))?:\s*(\S+)\s*$", line)
-        if m and key:
-            tags[key][m.group(2)] = float(m.group(1)) if m.group(1) else None
-    return tags
 
 
 def printed(r):
@@ -389,7 +367,8 @@ class Trace(UploadTest):
             self.assertEqual(printed(r), (TP_IN, "vendor=abc"))
             (rec,) = peer.ingest("samples")
             self.assertEqual(rec["query"]["name"], self.app + "{}")
-            self.assertEqual(pprof_tags(rec["payload"]), {})
+            # Only the process's label (group.h): no span_id, no trace_id.
+            self.assertEqual(set(pprof_tags(rec["payload"])), {"pid"})
             self.assertEqual(peer.records("/v1/traces"), [])
         r = run(self.exit_prog(), clean_env({"PYROSCOPE_OUTPUT_DIR": self.out}), timeout=60)
         self.assertEqual(printed(r), ("(unset)", "(unset)"))

@@ -9,11 +9,12 @@ included), and the helpers are counted in the info log, whose lines say
 which helper each process used."""
 import os
 import re
-import shutil
 import subprocess
 import time
 
-from common import PROG, SHIM, ShimTest, clean_env, pprof_pids, pprof_raw, read_folded, run
+from common import (PROG, SHIM, ShimTest, clean_env, have_go, pprof_by_pid, pprof_pids, pprof_raw,
+                    pprof_tags, read_folded, run)
+from test_upload import Peer
 
 SPIN = os.path.join(PROG, "spin")
 
@@ -96,6 +97,19 @@ class Trees(ShimTest):
                         % (got, r.cpu, self.files(), self.log_text()[-3000:]))
         self.assertEqual(self.helpers_started(), 1, self.log_text())
 
+    def spins_and_seds(self, extra=None):
+        """A shell loop of 4 spin (30 ms) and 3 sed, each program named
+        after itself, every allocation sampled so that each sed records
+        some."""
+        env = self.env(dict({"PYROSCOPE_SAMPLE_RATE": "100",
+                             "PYROSCOPE_PROFILING_ALLOC_ENABLED": "true",
+                             "PYROSCOPE_ALLOC_SAMPLE_BYTES": "1"}, **(extra or {})))
+        del env["PYROSCOPE_APPLICATION_NAME"]
+        r = run(["bash", "-c", 'for i in 1 2 3 4; do "%s" 30; done; '
+                 'for i in 1 2 3; do echo x | sed s/x/y/; done' % SPIN], env)
+        self.assertEqual((r.rc, r.out, r.err), (0, b"y\n" * 3, b""))
+        return r
+
     def test_a_tree_writes_one_set_of_files_per_program_name(self):
         """Part 4: a shell loop of 4 spin and 3 sed, each program named
         after itself (no PYROSCOPE_APPLICATION_NAME), every allocation
@@ -104,13 +118,7 @@ class Trees(ShimTest):
         has its process's numeric pid label, so the labels are exactly
         the processes that ran, and `-tagfocus pid=N` gives one process:
         together they are the whole file."""
-        env = self.env({"PYROSCOPE_SAMPLE_RATE": "100",
-                        "PYROSCOPE_PROFILING_ALLOC_ENABLED": "true",
-                        "PYROSCOPE_ALLOC_SAMPLE_BYTES": "1"})
-        del env["PYROSCOPE_APPLICATION_NAME"]
-        r = run(["bash", "-c", 'for i in 1 2 3 4; do "%s" 30; done; '
-                 'for i in 1 2 3; do echo x | sed s/x/y/; done' % SPIN], env)
-        self.assertEqual((r.rc, r.out, r.err), (0, b"y\n" * 3, b""))
+        r = self.spins_and_seds()
         names = {tuple(f.split(".")[:2]) for f in self.files()}
         self.assertEqual(names, {(n, str(r.pid)) for n in ("bash", "spin", "sed")}, self.files())
         spins, seds = self.pids_of("spin", "cpu.pb.gz"), self.pids_of("sed", "alloc.pb.gz")
@@ -121,6 +129,53 @@ class Trees(ShimTest):
         each = [sum(v[1] for v, _ in pprof_raw(path, pid)[1]) for pid in spins]
         self.assertTrue(all(t >= 2 * 10 ** 7 for t in each), each)   # 30 ms: 3 expiries
         self.assertEqual(sum(each), sum(v[1] for v, _ in every))
+
+    def test_a_tree_uploads_one_series_per_program_name(self):
+        """Part 4, uploads: the same loop with a server.  Each program name
+        sends one request per family and interval (one interval here: it
+        is a minute) holding every process of that name, each sample with
+        its pid and its own span_id; the series' tags are the tree's:
+        trace_id, and root_span_id the leader's span (the shell's).  The
+        sed processes ended before the upload: their live heap is gone,
+        so the in-use values are zero and the allocations are not."""
+        if not have_go():
+            self.skipTest("go tool pprof not installed")
+        peer = Peer(self.tmp)
+        try:
+            r = self.spins_and_seds({"PYROSCOPE_SERVER_ADDRESS": peer.url,
+                                     "PYROSCOPE_UPLOAD_INTERVAL": "60s",
+                                     "PYROSCOPE_TRACE_CORRELATION": "true"})
+            spans = {int(p): (t, s) for p, t, s in re.findall(
+                r"pyroshim\[(\d+)\]: info: trace_id (\w+), root span_id (\w+)", self.log_text())}
+            trace, root = spans[r.pid]
+            by_name = {}
+            for rec in peer.ingest():
+                m = re.match(r"^(\w+)\{(.*)\}$", rec["query"]["name"])
+                self.assertIsNotNone(m, rec["query"]["name"])
+                tags = dict(t.split("=", 1) for t in m.group(2).split(","))
+                self.assertEqual((tags["trace_id"], tags["root_span_id"]), (trace, root), tags)
+                by_name.setdefault((m.group(1), rec["units"]), []).append(rec)
+        finally:
+            peer.stop()
+        joined = set(self.joined())
+        for key, recs in by_name.items():
+            self.assertEqual(len(recs), 1, "%s: one request per family and interval" % (key,))
+        (spin,) = by_name[("spin", "samples")]
+        (sed,) = by_name[("sed", "bytes")]
+        _, spin_pids = pprof_by_pid(spin["payload"])
+        _, sed_pids = pprof_by_pid(sed["payload"])
+        self.assertEqual(len(spin_pids), 4, spin_pids.keys())
+        self.assertEqual(len(sed_pids), 3, sed_pids.keys())
+        self.assertEqual(set(spin_pids) | set(sed_pids), joined)
+        for path, pids in ((spin["payload"], spin_pids), (sed["payload"], sed_pids)):
+            for pid in pids:
+                # (Weighted by in-use space for sed: no percentages.)
+                self.assertEqual(set(pprof_tags(path, pid)["span_id"]), {spans[pid][1]})
+        # sed's values: alloc_objects, alloc_space, inuse_objects, inuse_space.
+        totals = [sum(v[k] for samples in sed_pids.values() for v, _ in samples)
+                  for k in range(4)]
+        self.assertGreater(totals[1], 0)
+        self.assertEqual(totals[2:], [0, 0])
 
     def test_a_reused_descriptor_is_never_written(self):
         """A fork child announces its tables by descriptor number; after an
