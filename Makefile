@@ -2,7 +2,7 @@
 # examples; `make check` runs every test; `make bench` runs the benchmarks.
 #
 # Layout rules the wildcards below rely on:
-#   common/ shim/ trace/ uploader/ init/ *.c -> objects of libpyroshim.so
+#   common/ shim/ trace/ symbolize/ uploader/ init/ *.c -> objects of libpyroshim.so
 #   shim/hook_*.c, init/init.c        -> define interposed libc symbols or the
 #                                        constructor; kept OUT of the core
 #                                        archive that unit tests link, so a
@@ -14,10 +14,11 @@
 # root of the layers it may use and no other, so a wrong-way include is a
 # build error.  build/inc/<dir>/ holds one symlink per allowed layer and is
 # the only -I a layer gets; includes are written "layer/file.h".
-#   common   -> (nothing of ours)
-#   trace    -> common
-#   shim     -> common
-#   uploader -> common, shim, trace   (+ build/gen, its nanopb code)
+#   common    -> (nothing of ours)
+#   trace     -> common
+#   shim      -> common
+#   symbolize -> common, shim         (shim/gopclntab.h: Go's function table)
+#   uploader  -> common, shim, trace, symbolize   (+ build/gen, its nanopb code)
 #   init     -> everything: the one file that wires the layers together
 #   test/check_<module>.c             -> one check(3) unit-test binary each
 #   test/prog/*.c, *.cc               -> workloads the integration tests run
@@ -34,11 +35,12 @@ VERSION := $(shell cat VERSION)
 WARN     = -Wall -Wextra -Werror
 # Tests, fuzzers and benchmarks see every layer.
 CPPFLAGS = -D_GNU_SOURCE -DPS_VERSION='"$(VERSION)"' -I. -Ibuild/gen
-LAYERS_common   = common
-LAYERS_trace    = common trace
-LAYERS_shim     = common shim
-LAYERS_uploader = common shim trace uploader
-LAYERS_init     = common shim trace uploader
+LAYERS_common    = common
+LAYERS_trace     = common trace
+LAYERS_shim      = common shim
+LAYERS_symbolize = common shim symbolize
+LAYERS_uploader  = common shim trace symbolize uploader
+LAYERS_init      = common shim trace symbolize uploader
 layer_of = $(firstword $(subst /, ,$(1)))
 LAYER_CPPFLAGS = -D_GNU_SOURCE -DPS_VERSION='"$(VERSION)"' -Ibuild/inc/$(call layer_of,$(1)) \
 		 $(if $(filter uploader init,$(call layer_of,$(1))),-Ibuild/gen)
@@ -46,13 +48,13 @@ DEPFLAGS = -MMD -MP
 CFLAGS   = -std=c11 -O2 -g -fPIC -pthread -fvisibility=hidden $(WARN)
 LIBS     = -ldl -lprotobuf-nanopb -pthread
 # zlib for the tests that inflate what the uploader compressed (the library
-# loads it only in the uploader: uploader/gzip.h).
+# loads it only in the uploader: common/gzip.h).
 CHECK_LIBS = $(shell pkg-config --libs check 2>/dev/null || echo -lcheck -lsubunit -lm -lrt) -lz
 
 PROTOS   = $(wildcard uploader/*.proto)
 GEN_C    = $(patsubst %.proto,build/gen/%.pb.c,$(notdir $(PROTOS)))
 GEN_H    = $(GEN_C:.c=.h)
-LAYERS   = common shim trace uploader init
+LAYERS   = common shim trace symbolize uploader init
 LIB_SRC  = $(foreach d,$(LAYERS),$(wildcard $(d)/*.c))
 HEADERS  = $(foreach d,$(LAYERS),$(wildcard $(d)/*.h))
 INC_DIRS = $(LAYERS:%=build/inc/%/.ok)
@@ -280,7 +282,7 @@ FUZZ_SRC_ingest_url    = uploader/ingest.c common/buf.c common/text.c
 FUZZ_SRC_headers       = uploader/headers.c common/text.c
 FUZZ_SRC_gopclntab     = shim/gopclntab.c
 FUZZ_SRC_httpreq       = uploader/httpreq.c
-FUZZ_SRC_symcache      = uploader/symcache.c uploader/gzip.c common/buf.c common/dl.c common/log.c \
+FUZZ_SRC_symcache      = symbolize/symcache.c common/gzip.c common/buf.c common/dl.c common/log.c \
                          common/shared.c
 FUZZ_LIBS_symcache     = -lz
 

@@ -1,6 +1,6 @@
 /* dl.h -- fill a table of function pointers from a dlopen'ed library.
  *
- * libcurl (uploader/http.c) and libdw (uploader/dwarf.c) are loaded by the
+ * libcurl (uploader/http.c) and libdw (symbolize/dwarf.c) are loaded by the
  * uploader when first needed, never linked: linking them would load their
  * dependencies into every program at start-up.  Each keeps its entry
  * points in a struct of function pointers, described by a table of

@@ -2,7 +2,7 @@
  * built here in the Go 1.18+ layout, the look-ups the signal handler does
  * (function by pc, SP delta at a pc), names, and tables that are
  * truncated, reordered or corrupt; then a real stripped Go binary named
- * through uploader/elf.c. */
+ * through symbolize/elf.c. */
 #include <check.h>
 #include <errno.h>
 #include <stdint.h>
@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "shim/gopclntab.h"
-#include "uploader/symbols.h"
+#include "symbolize/symbols.h"
 
 #define TEXT 0x401000u
 

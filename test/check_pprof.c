@@ -14,7 +14,7 @@
 #include <zlib.h>
 
 #include "common/buf.h"
-#include "uploader/gzip.h"
+#include "common/gzip.h"
 #include "uploader/pprof.h"
 
 /* Every go invocation: names are in the profile, never symbolize. */

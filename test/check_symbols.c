@@ -14,8 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "uploader/elf.h"
-#include "uploader/symbols.h"
+#include "symbolize/elf.h"
+#include "symbolize/symbols.h"
 
 /* Static, so only .symtab names it: dladdr cannot.  Not inlined or cloned,
  * so its symbol keeps its plain name and covers a few instructions. */

@@ -1,5 +1,5 @@
-/* Unit tests of the symbol cache (uploader/symcache.c) and of the ranges
- * that uploader/dwarf.c gives it: every address of a range must get from
+/* Unit tests of the symbol cache (symbolize/symcache.c) and of the ranges
+ * that symbolize/dwarf.c gives it: every address of a range must get from
  * libdw the answer the range keeps (checked over inlined code of libc and
  * of this program); the file round-trips, merges two writers, is bounded;
  * and nothing untrusted is read: a flipped byte anywhere, another build ID,
@@ -19,9 +19,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "uploader/dwarf.h"
-#include "uploader/elf.h"
-#include "uploader/symcache.h"
+#include "symbolize/dwarf.h"
+#include "symbolize/elf.h"
+#include "symbolize/symcache.h"
 
 /* ---- helpers ------------------------------------------------------------ */
 

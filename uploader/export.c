@@ -20,7 +20,7 @@
 #include "uploader/group.h"
 #include "common/log.h"
 #include "uploader/profiles.h"
-#include "uploader/symbols.h"
+#include "symbolize/symbols.h"
 
 void
 ps_export_setup(struct ps_export *x)

@@ -17,7 +17,7 @@
 
 #include "common/clock.h"
 #include "common/hash.h"
-#include "uploader/symbols.h"
+#include "symbolize/symbols.h"
 #include "shim/unwind.h"
 
 #define MAX_NAMES   (1u << 22)

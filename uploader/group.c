@@ -14,7 +14,7 @@
 #include "uploader/export.h"
 #include "uploader/files.h"
 #include "uploader/profiles.h"
-#include "uploader/symbols.h"
+#include "symbolize/symbols.h"
 
 #define OUT_CAP (64u << 20)  /* the largest profile file we write */
 

@@ -27,7 +27,7 @@
 #include <pb_encode.h>
 
 #include "common/hash.h"
-#include "uploader/gzip.h"
+#include "common/gzip.h"
 #include "profile.pb.h"
 
 #define MAPPING_ID 1            /* the single placeholder mapping */

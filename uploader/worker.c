@@ -37,11 +37,11 @@
 #include "shim/wait.h"
 #include "uploader/group.h"
 #include "uploader/listen.h"
-#include "uploader/symbols.h"
+#include "symbolize/symbols.h"
 
 enum { REQ_NONE, REQ_FINAL, REQ_EXEC };
 #define MAX_ARGS 256
-/* The loop's stack: libdw walks DWARF scopes recursively (uploader/dwarf.c).
+/* The loop's stack: libdw walks DWARF scopes recursively (symbolize/dwarf.c).
  * Reserved, not touched: only what is used becomes resident. */
 #define HELPER_STACK (8u << 20)
 /* What a pass may spend completing the symbol cache's functions

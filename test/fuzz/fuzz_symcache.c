@@ -1,4 +1,4 @@
-/* fuzz_symcache.c -- libFuzzer target for uploader/symcache.c: a symbol
+/* fuzz_symcache.c -- libFuzzer target for symbolize/symcache.c: a symbol
  * cache file as another process (or an attacker with the user's rights,
  * or a full disk) may have left it.
  *
@@ -23,7 +23,7 @@
 
 #include "fuzz.h"
 #include "common/log.h"
-#include "uploader/symcache.h"
+#include "symbolize/symcache.h"
 
 #define HEAD      96    /* sizeof(struct head) */
 #define HEAD_CRC  92    /* offsetof(struct head, crc) */

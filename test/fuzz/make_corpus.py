@@ -132,7 +132,7 @@ SEEDS["gopclntab"] = [
 
 
 def symcache_seed(ranges, bad_crc=False):
-    """A symbol cache file (uploader/symcache.c) of build ID 12345678
+    """A symbol cache file (symbolize/symcache.c) of build ID 12345678
     0102...10, after the target's control byte 0 (taken as it is).
     ranges: [(lo, hi, [(name, linkage or None, file, line, decl)])]."""
     pool, offs, ents, frames = bytearray(), {}, bytearray(), bytearray()

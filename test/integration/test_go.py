@@ -87,7 +87,7 @@ class GoProgram(ShimTest):
 
     def test_go_frames_carry_go_source_lines(self):
         # Go's linker writes no .debug_aranges: the uploader indexes the
-        # compilation units itself (uploader/dwarf.c), so Go code and the
+        # compilation units itself (symbolize/dwarf.c), so Go code and the
         # Go runtime get their files and lines like C does.
         r = run([GOGEN, "50000"], clean_env({"PYROSCOPE_OUTPUT_DIR": self.out}))
         self.assertEqual(r.rc, 0)

@@ -723,7 +723,7 @@ class Files(ShimTest):
 
 
 class VdsoFile(ShimTest):
-    # Found here (fixed; uploader/symbols.c module_names): the vDSO's name "linux-vdso.so.1"
+    # Found here (fixed; symbolize/symbols.c module_names): the vDSO's name "linux-vdso.so.1"
     # is opened as a path relative to the working directory.  A FIFO of
     # that name there blocks the open forever, in the exiting thread of a
     # local-mode program: the program never exits (no bound at all, the
@@ -933,7 +933,7 @@ class FileAccess(UploadTest):
     def unexplained(self, paths, mapped, cwd, config=(), out=None, allow=None):
         ids = {build_id(p) for p in mapped} - {None}
         debug = {"/usr/lib/debug/.build-id/%s/%s.debug" % (i[:2], i[2:]) for i in ids}
-        # libdw (source lines, uploader/dwarf.c) resolves each file it opens
+        # libdw (source lines, symbolize/dwarf.c) resolves each file it opens
         # with realpath, which reads every directory on the way: the
         # ancestors of a mapped object, of its debug file, or of
         # /proc/self/exe, and nothing else.

@@ -6,7 +6,7 @@
  * PS_GZIP_STAGE bytes rather than the tag-and-varint crumbs an encoder
  * writes.
  */
-#include "uploader/gzip.h"
+#include "common/gzip.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -13,7 +13,7 @@
  *   modules      the loaded objects (modules.h).
  *   symbol table per object, read lazily from its ELF file (elf.h).
  */
-#include "uploader/symbols.h"
+#include "symbolize/symbols.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -28,10 +28,10 @@
 #include "common/clock.h"
 #include "common/hash.h"
 #include "common/log.h"
-#include "uploader/dwarf.h"
-#include "uploader/elf.h"
-#include "uploader/modules.h"
-#include "uploader/symcache.h"
+#include "symbolize/dwarf.h"
+#include "symbolize/elf.h"
+#include "symbolize/modules.h"
+#include "symbolize/symcache.h"
 
 #define MIN_IP_SLOTS  1024u
 #define MAX_IP_SLOTS  (1u << 20)     /* power of two */

@@ -68,7 +68,7 @@ void ps_dwarf_free(struct ps_dwarf *d);
  * caller, the last the function that holds the code.  At most `max`
  * frames (the outermost ones are dropped past it).
  * valid[0..1] gets the runtime range [lo, hi) around addr whose every
- * address has the same answer (for uploader/symcache.h), or [0, 0) when the
+ * address has the same answer (for symbolize/symcache.h), or [0, 0) when the
  * answer is not to be kept: no line because the object's DWARF was not
  * found (a debug package may come later), libdw is missing, or the cap
  * was reached.

@@ -6,7 +6,7 @@
  * caller is told so.  Still not covered: a file truncated in place while it
  * is mapped here raises SIGBUS (as it would in the program itself).
  */
-#include "uploader/elf.h"
+#include "symbolize/elf.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -20,7 +20,7 @@
 
 #include "common/shared.h"
 #include "shim/gopclntab.h"
-#include "uploader/symbols.h"
+#include "symbolize/symbols.h"
 
 #define MAX_SECTIONS  (1u << 20)     /* section headers accepted per file */
 #define MAX_SYMS      (4u << 20)     /* function symbols kept per object */

@@ -12,7 +12,7 @@
  * In memory the same three arrays, so that loading is one read and one
  * check, and saving one write.
  */
-#include "uploader/symcache.h"
+#include "symbolize/symcache.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -30,7 +30,7 @@
 #include "common/hash.h"
 #include "common/log.h"
 #include "common/shared.h"
-#include "uploader/gzip.h"
+#include "common/gzip.h"
 
 #define MAGIC       "PYROSYM\001"
 #define ORDER       0x01020304u

@@ -92,14 +92,14 @@ void ps_symbols_free(struct ps_symbols *s);
  * allocates. */
 int ps_symbols_lookup(struct ps_symbols *s, uintptr_t ip, char *buf, size_t len);
 
-/* Look source lines up in DWARF (uploader/dwarf.h) from now on, letting
+/* Look source lines up in DWARF (symbolize/dwarf.h) from now on, letting
  * libdw's memory grow by at most mem_cap bytes (0: never); debuginfod as
  * ps_dwarf_new's.  Off until called, so that a cache made only for names
  * loads no debug information.  Returns 0 or -ENOMEM.  Context: the owner. */
 int ps_symbols_use_dwarf(struct ps_symbols *s, uint64_t mem_cap, int debuginfod) PS_WUR;
 
 /* Keep the answers of source look-ups per build ID in directory `dir`,
- * bounded to `cap` bytes (uploader/symcache.h), and ask them before DWARF
+ * bounded to `cap` bytes (symbolize/symcache.h), and ask them before DWARF
  * from now on.  dir "" or cap 0: none.  The directory is checked (and
  * made) at the first look-up.  Returns 0 or -ENAMETOOLONG.  Context: the
  * owner. */

@@ -10,7 +10,7 @@
  *
  * What is kept.  For one object, identified by its GNU build ID: address
  * ranges (link-time addresses) with the inlined chain that every address
- * in the range gets from DWARF (uploader/dwarf.h computes the range: the
+ * in the range gets from DWARF (symbolize/dwarf.h computes the range: the
  * line-table row cut to the scopes around the address), or no chain when
  * DWARF has no line there.  A range answers every later address in it, so
  * a second run of a program finds its hot code answered even where its
@@ -39,7 +39,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "common/ps.h"
-#include "uploader/dwarf.h"
+#include "symbolize/dwarf.h"
 
 struct ps_symcache;   /* one object's answers; opaque, owned by its creator */
 

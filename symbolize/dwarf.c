@@ -19,7 +19,7 @@
  * addresses are moved by the difference (shift()).  An object whose DWARF
  * cannot be found is remembered as such, so it is asked only once.
  */
-#include "uploader/dwarf.h"
+#include "symbolize/dwarf.h"
 
 #include <dwarf.h>
 #include <elfutils/libdwfl.h>
@@ -35,7 +35,7 @@
 #include "common/buf.h"
 #include "common/dl.h"
 #include "common/log.h"
-#include "uploader/elf.h"
+#include "symbolize/elf.h"
 
 #define MAX_OBJECTS   4096      /* objects reported; more stay function-level */
 #define RSS_EVERY     256       /* look-ups between two checks of the cap */

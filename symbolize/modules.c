@@ -1,5 +1,5 @@
 /* modules.c -- the loaded objects.  See modules.h. */
-#include "uploader/modules.h"
+#include "symbolize/modules.h"
 #include "common/clock.h"
 
 #include <errno.h>
@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "uploader/symbols.h"
+#include "symbolize/symbols.h"
 
 #define MAX_MODULES   4096           /* objects tracked; more are ignored */
 #define MAX_PHDRS     128            /* program headers copied per object */

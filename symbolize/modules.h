@@ -16,7 +16,7 @@
 #include <link.h>
 #include <stdint.h>
 #include "common/ps.h"
-#include "uploader/elf.h"
+#include "symbolize/elf.h"
 
 enum { PS_MOD_NEW = 0, PS_MOD_READY = 1, PS_MOD_NOFILE = 2 };
 
