@@ -54,6 +54,7 @@ struct ps_group {
 	int seq_from;                 /* the lowest seq it may choose */
 	int dirty;                    /* files due */
 	int fresh;                    /* an upload due */
+	int uploaded;                 /* an interval was queued */
 	uint64_t start_ns;            /* the earliest member's */
 	int on[PS_NFAMILIES];         /* any member's */
 	/* The first member's settings that the files use. */
@@ -224,6 +225,9 @@ ps_group_update(struct ps_export *x)
 		x->group = g;
 		if (x->start_ns < g->start_ns)
 			g->start_ns = x->start_ns;
+		/* The first upload covers every member's run from its start. */
+		if (g->rem && !g->uploaded && x->start_ns < g->rem->last_until_ns)
+			g->rem->last_until_ns = x->start_ns;
 		for (i = 0; i < PS_NFAMILIES; i++)
 			g->on[i] |= x->on[i];
 	}
@@ -242,6 +246,28 @@ count_queue(const struct ps_upload *u, struct counts *c)
 	c->lost += u->dropped;
 	c->retries += u->retries;
 	c->deferred += u->deferred;
+}
+
+/* Every delivery counter of g added to t: its queue's, its live members'
+ * own (their spans) and its ended members' (as kept). */
+static void
+upload_counts(const struct ps_group *g, struct counts *t)
+{
+	unsigned i;
+
+	if (g->kept.remote) {
+		t->remote = 1;
+		t->sent += g->kept.sent;
+		t->failed += g->kept.failed;
+		t->lost += g->kept.lost;
+		t->retries += g->kept.retries;
+		t->deferred += g->kept.deferred;
+	}
+	for (i = 0; i < g->nm; i++)
+		if (g->m[i]->remote.on)
+			count_queue(&g->m[i]->remote.up, t);
+	if (g->rem)
+		count_queue(&g->rem->up, t);
 }
 
 /* What x counted, added to c. */
@@ -331,10 +357,8 @@ leave_files(struct ps_group *g, struct ps_export *x)
 		ps_warn("out of memory keeping pid %d's samples for %s's files: some are lost",
 			(int)x->pid, g->app);
 	}
-	count(x, &g->kept);
-	g->kept.unresolved_kept += g->kept.unresolved;
-	g->kept.unresolved = 0;
-	g->dirty = 1;
+	/* Not due again: its last pass made them due, and they say the same
+	 * with it in the store. */
 	if (ps_fold_bytes(&g->store.fold) <= ps_group_store_bytes)
 		return;
 	/* Closed: the store alone, one last time; the members live on in
@@ -368,6 +392,10 @@ ps_group_leave(struct ps_export *x)
 			g->m[i] = g->m[--g->nm];
 			break;
 		}
+	/* What it counted stays in the comments (until its set closes). */
+	count(x, &g->kept);
+	g->kept.unresolved_kept += g->kept.unresolved;
+	g->kept.unresolved = 0;
 	if (g->rem)
 		leave_upload(g, x);
 	if (g->dir[0] && g->dirfd != -2)  /* else nothing is written: nothing to keep */
@@ -494,6 +522,8 @@ ps_group_comments_of(const struct ps_export *x, char c[][200])
 	struct counts t = { 0 };
 
 	count(x, &t);
+	if (x->group && x->group->rem)
+		count_queue(&x->group->rem->up, &t);   /* its profiles' requests */
 	return format(&t, x->app, x->pid, 1, 0, x->nlabels ? x->span_hex : NULL, x->trace_hex,
 		      x->cfg->dwarf_memory, c);
 }
@@ -708,6 +738,7 @@ upload_group(struct ps_group *g, uint64_t now_ns)
 		g->fresh = 0;
 		meta_of(g, &v, 1, c, cp, &m);
 		ps_remote_queue_parts(g->rem, v.parts, v.nparts, g->on, &m, now_ns);
+		g->uploaded = 1;
 		/* What was queued (or could not be) belongs to this interval. */
 		for (i = 0; i < g->nm; i++)
 			if (d[i])
@@ -756,8 +787,7 @@ ps_group_send(int final, uint64_t deadline_ns, pthread_mutex_t *lock)
 	/* The profiles' comments were written before this flush: its outcome
 	 * is only here (once per flush that had something to send). */
 	for (g = groups; g; g = g->next)
-		if (g->rem)
-			count_queue(&g->rem->up, &t);
+		upload_counts(g, &t);
 	ps_debug("after the last flush: uploads: %llu sent, %llu failed, %llu dropped, "
 		 "%llu retries, %llu deferred", (unsigned long long)t.sent,
 		 (unsigned long long)t.failed, (unsigned long long)t.lost,

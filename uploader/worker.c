@@ -676,14 +676,17 @@ end_session(unsigned i)
 	struct session *s = ss[i];
 
 	ss[i] = ss[--nss];
+	/* Its last interval (with no live heap: its image is gone) goes with
+	 * its group's next upload, its run stays in its files. */
+	ps_group_leave(s->x);
 	if (s->root) {
 		/* The program this helper is a copy of is done: the watchdog
-		 * (for a lock it held when copied) no longer applies. */
+		 * (for a lock it held when copied) no longer applies.  Its
+		 * export state is the program's own (x): not freed. */
 		if (nss)
 			(void)alarm(0);
 		return;
 	}
-	ps_group_leave(s->x);
 	ps_export_free(s->x);
 	if (ps_log_level() >= PS_LOG_DEBUG)
 		ps_debug("uploader: pid %d's session ended, %u left; helper RSS %ld KiB",
@@ -793,8 +796,11 @@ loop(int helper_side)
 		if (!nss) {
 			closing = 1;    /* the accepting thread answers no one now */
 			(void)ps_group_pass();
-			/* The ended programs' last intervals: no one waits. */
-			ps_group_send(1, ps_clock_ns(CLOCK_MONOTONIC) + flush_timeout, &lock);
+			/* The ended programs' last intervals, in the helper: no
+			 * one waits.  (In thread mode the exiting thread's last
+			 * pass was the final flush.) */
+			if (helper_side)
+				ps_group_send(1, ps_clock_ns(CLOCK_MONOTONIC) + flush_timeout, &lock);
 			pthread_mutex_unlock(&lock);
 			return;
 		}

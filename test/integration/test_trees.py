@@ -12,8 +12,8 @@ import re
 import subprocess
 import time
 
-from common import (PROG, SHIM, ShimTest, clean_env, have_go, pprof_by_pid, pprof_pids, pprof_raw,
-                    pprof_tags, read_folded, run)
+from common import (PROG, SHIM, ShimTest, clean_env, have_go, helper_log, pprof_by_pid, pprof_pids,
+                    pprof_raw, pprof_tags, read_folded, run)
 from test_upload import Peer
 
 SPIN = os.path.join(PROG, "spin")
@@ -176,6 +176,45 @@ class Trees(ShimTest):
                   for k in range(4)]
         self.assertGreater(totals[1], 0)
         self.assertEqual(totals[2:], [0, 0])
+
+    def test_a_leader_that_ended_is_uploaded_no_more(self):
+        """The leader (python, with a live heap of 50 MB when it exits:
+        _exit frees nothing) forks and ends 0.3 s later; its fork child, of the same name, burns
+        1.2 s, uploaded every 300 ms in the same series.  The leader's
+        last interval goes with one upload, with no live heap (its image
+        is gone): no later interval holds any of its samples.  Found by
+        review: the leader's state stayed a member of its group, and its
+        final live heap was sent again at every interval."""
+        if not have_go():
+            self.skipTest("go tool pprof not installed")
+        code = ("import os, time\n"
+                "heap = bytearray(50 << 20)\n"
+                "if os.fork() == 0:\n"
+                "    t = time.process_time()\n"
+                "    while time.process_time() - t < 1.2:\n"
+                "        pass\n"
+                "else:\n"
+                "    time.sleep(0.3)\n"
+                "    os._exit(0)\n")
+        peer = Peer(self.tmp)
+        try:
+            r = run(["python3", "-c", code],
+                    self.env({"PYROSCOPE_SERVER_ADDRESS": peer.url,
+                              "PYROSCOPE_UPLOAD_INTERVAL": "300ms", "PYROSCOPE_LOG_LEVEL": "debug",
+                              "PYROSCOPE_PROFILING_ALLOC_ENABLED": "true"}))
+            self.assertEqual((r.rc, r.out, r.err), (0, b"", b""))
+            # The helper ends after the child: its last flush is in then.
+            helper_log(self, self.log)
+            recs = sorted(peer.ingest(), key=lambda x: x["from_ns"])
+        finally:
+            peer.stop()
+        self.assertEqual(self.helpers_started(), 1, self.log_text()[-3000:])
+        cpu = [x for x in recs if x["units"] == "samples"]
+        self.assertGreaterEqual(len(cpu), 3, "too few intervals after the leader's end to tell")
+        with_leader = [x["from_ns"] for x in recs if r.pid in pprof_by_pid(x["payload"])[1]]
+        # Its run (a few ms) is in one interval, or two if it crossed one.
+        self.assertGreaterEqual(len(with_leader), 1)
+        self.assertLessEqual(len(set(with_leader)), 2, with_leader)
 
     def test_a_reused_descriptor_is_never_written(self):
         """A fork child announces its tables by descriptor number; after an
