@@ -1378,7 +1378,8 @@ TREE_WAIT = os.path.join(BB, "tree_wait")
 BURN_MS = os.path.join(BB, "burn_ms")
 TREE_DWARF0 = "shim, PYROSCOPE_DWARF_MEMORY=0"
 TREE_COLD = "shim, symbol cache cold"
-TREE_CONFIGS = ["none", TREE_COLD, "shim (default)", TREE_DWARF0, "bare interposer"]
+TREE_SERVER = "shim, server (loopback peer)"
+TREE_CONFIGS = ["none", TREE_COLD, "shim (default)", TREE_SERVER, TREE_DWARF0, "bare interposer"]
 
 
 def _tree_vars(self, c, d):
@@ -1395,7 +1396,13 @@ def _tree_vars(self, c, d):
     return ["LD_PRELOAD=" + SHIM, "PYROSCOPE_OUTPUT_DIR=" + d,
             "XDG_CACHE_HOME=" + (os.path.join(d, "xdg") if c == TREE_COLD else
                                  os.path.join(self.tmp, "warm-cache"))] + \
-        (["PYROSCOPE_DWARF_MEMORY=0"] if c == TREE_DWARF0 else [])
+        (["PYROSCOPE_DWARF_MEMORY=0"] if c == TREE_DWARF0 else []) + \
+        (["PYROSCOPE_SERVER_ADDRESS=" + self.tree_server] if c == TREE_SERVER else [])
+
+
+def _peer_requests(d):
+    """How many requests the loopback peer in d accepted so far."""
+    return sum(1 for f in os.listdir(d) if re.match(r"^\d+\.json$", f))
 
 
 def _tree_interleave(self, configs, rounds, make):
@@ -1430,6 +1437,7 @@ def _tree_run(self, c, argv, n=1, cwd=None):
     .helper_cpu (wait4 of the orphans: the helpers to their end), .helpers
     (orphans per run), .folded (_folded_ns of the output)."""
     d = tempfile.mkdtemp(prefix="tree-", dir=self.tmp)
+    before = _peer_requests(self.tree_peer_dir) if c == TREE_SERVER else 0
     try:
         res = self.run_task_clock([TREE_WAIT, str(n)] + self.tree_vars(c, d) + ["--"] + argv(d),
                                   base_env(), self.tree_perf, cwd=cwd)
@@ -1442,6 +1450,8 @@ def _tree_run(self, c, argv, n=1, cwd=None):
         res.prog_cpu, res.helper_cpu, res.helpers = prog / 1e9 / n, orphan / 1e9 / n, k / n
         res.cpu = res.cpu / n if self.tree_perf else res.prog_cpu + res.helper_cpu
         res.folded = _folded_ns(d)
+        # The helpers have ended (tree_wait waited): their last flush is in.
+        res.requests = (_peer_requests(self.tree_peer_dir) - before) / n if c == TREE_SERVER else 0
     finally:
         shutil.rmtree(d, ignore_errors=True)
     return res
@@ -1501,6 +1511,15 @@ def _tree_rows(self, res, label, rows):
 
 
 def _process_trees(self):
+    peer, self.tree_server, self.tree_peer_dir = self.start_peer()
+    try:
+        _process_trees_with_peer(self)
+    finally:
+        peer.terminate()
+        peer.wait(timeout=10)
+
+
+def _process_trees_with_peer(self):
     self.tree_perf = self.task_clock_usable()
     cpu = ("task-clock of `perf stat` around tree_wait: every process, helpers to their end"
            if self.tree_perf else "wait4 rusage: the command + its orphans (perf stat unusable)")
@@ -1511,9 +1530,11 @@ def _process_trees(self):
               "CPU = %s; ratios are medians of per-round ratios to `none`; each run writes to a "
               "fresh directory.  Symbol cache (XDG_CACHE_HOME): `%s` gets an empty one per run "
               "(a user's first run); `shim (default)` one that an untimed first run of the same "
-              "workload filled (every later run)." % (cpu, TREE_COLD))
+              "workload filled (every later run); `%s` is the default one with "
+              "PYROSCOPE_SERVER_ADDRESS, a loopback Pyroscope peer that accepts every request "
+              "(its own CPU is not in the tree's)." % (cpu, TREE_COLD, TREE_SERVER))
     self.emit()
-    rows = []
+    rows, requests = [], []
     k, rounds = self.s["tree_loop"], self.s["tree_rounds"]
     for label, script in (("bash loop, %d x `/bin/true`" % k,
                            "for ((i = 0; i < %d; i++)); do /bin/true; done" % k),
@@ -1522,10 +1543,13 @@ def _process_trees(self):
         res = self.tree_interleave(TREE_CONFIGS, rounds,
                          lambda c, r: self.tree_run(c, lambda d: ["bash", "-c", script]))
         self.tree_rows(res, label, rows)
+        requests.append([label, span([x.requests for x in res[TREE_SERVER]], "%.1f")])
     n = self.s["tree_gen_n"]
     res = self.tree_interleave(TREE_CONFIGS, self.s["tree_gen_rounds"],
                      lambda c, r: self.tree_run(c, lambda d: [GEN, str(n), os.path.join(d, "out.json")]))
     self.tree_rows(res, "`examples/generator %d out.json` (%d rounds)" % (n, self.s["tree_gen_rounds"]), rows)
+    requests.append(["`examples/generator %d out.json`" % n,
+                     span([x.requests for x in res[TREE_SERVER]], "%.1f")])
     gen = res
     proj = self.tree_project()
 
@@ -1537,10 +1561,16 @@ def _process_trees(self):
     res = self.tree_interleave(TREE_CONFIGS, self.s["tree_make_rounds"], make)
     self.tree_rows(res, "clean `make -j2`, synthetic C project of %d files (%d rounds)"
                    % (self.s["tree_files"] + 1, self.s["tree_make_rounds"]), rows)
+    requests.append(["clean `make -j2`", span([x.requests for x in res[TREE_SERVER]], "%.1f")])
     mk = res
     self.table(["workload", "configuration", "wall s", "wall ratio", "CPU s (tree)", "CPU ratio",
                 "programs' CPU s (wait4, no helper)", "helpers' CPU s (helpers per run)"], rows)
     self.data["process_trees"] = rows
+    self.emit("Requests the loopback peer accepted per run (`%s`): one per program name, "
+              "family and interval (uploader/group.h)." % TREE_SERVER)
+    self.emit()
+    self.table(["workload", "requests per run"], requests)
+    self.data["process_trees_requests"] = requests
 
     nt = self.s["tree_true_runs"]
     self.emit("### 14a. `/bin/true` alone: %d runs per round, %d interleaved rounds, per process"
@@ -1565,7 +1595,7 @@ def _process_trees(self):
     self.emit("### 14b. The generator against the bare interposer (points of CPU slowdown over `none`)")
     self.emit()
     rows = []
-    for c in (TREE_COLD, "shim (default)", TREE_DWARF0):
+    for c in (TREE_COLD, "shim (default)", TREE_SERVER, TREE_DWARF0):
         rows.append([c, span(_per_round(gen, c, "bare interposer",
                                         lambda a, b: 100 * (a.cpu - b.cpu) / b.cpu), "%+.1f"),
                      span(_per_round(gen, c, "none", lambda a, b: 100 * (a.cpu / b.cpu - 1)), "%+.1f"),
