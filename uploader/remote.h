@@ -107,7 +107,8 @@ void ps_remote_queue_parts(struct ps_remote *r, const struct ps_profile_part *pa
  * said, and sent with the next interval's. */
 void ps_remote_defer(struct ps_remote *r);
 
-/* One program alone: its interval, queued and committed. */
+/* One program alone: its interval, queued and committed -- what a group
+ * of one does, for check_remote (the groups use the three above). */
 void ps_remote_queue(struct ps_remote *r, const struct ps_fold *f, const int *on,
 		     const struct ps_profile_meta *meta, uint64_t now_ns);
 
