@@ -134,6 +134,10 @@ END_TEST
 /* From a signal handler: walk the interrupted context and check that the
  * frames below the leaf are this file's spinning recursion. */
 static __thread uintptr_t t_top;
+/* Set while the thread spins at full depth: a sample taken while it was
+ * still descending into (or returning from) the recursion has fewer frames
+ * by right (one such sample under ASan made this test fail once). */
+static __thread volatile sig_atomic_t t_spinning;
 static _Atomic int walked, deep;
 
 static void
@@ -150,7 +154,7 @@ on_prof(int sig, siginfo_t *si, void *ucv)
 
 	(void)sig;
 	(void)si;
-	if (!t_top)
+	if (!t_top || !t_spinning)
 		return;
 	n = ps_ehframe_walk(&r, t_top, ips, 128, 1);
 	atomic_fetch_add(&walked, 1);
@@ -165,8 +169,10 @@ spin_rec(int depth, volatile int *stop)
 
 	if (depth > 0)
 		return spin_rec(depth - 1, stop) + 1;
+	t_spinning = 1;
 	while (!*stop)
 		x = x * 1.0000001 + 0.5;
+	t_spinning = 0;
 	return x;
 }
 
