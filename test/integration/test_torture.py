@@ -238,7 +238,7 @@ class Processes(TortureTest):
         with open(path) as f:
             return [tuple(int(x) for x in line.split()) for line in f]
 
-    def fork_storm(self, nchild, nthreads, timer, app):
+    def fork_storm(self, nchild, nthreads, timer, app, parent_cpu=True):
         rep = self.report("fork.txt")
         r = self.same(["torture_fork", nchild, nthreads, rep], app, timer=timer)
         self.assertEqual(r.out, b"ok %d\n" % nchild)
@@ -258,8 +258,10 @@ class Processes(TortureTest):
             self.assertGreater(cum.get("child_work", 0), 0, (pid, sorted(cum)))
             self.assertEqual(cum.get("background", 0), 0, (pid, sorted(cum)))
         parent = [p for p in self.pids(app, "cpu.pb.gz") if p not in children.values()]
-        self.assertEqual(len(parent), 1, self.files())
-        return r, parent[0]
+        self.assertLessEqual(len(parent), 1, self.files())
+        if parent_cpu:
+            self.assertEqual(len(parent), 1, self.files())
+        return r, parent[0] if parent else None
 
     def test_fork_storm_while_threads_burn_and_allocate(self):
         # 300 forks, two children at a time, while two threads burn CPU and
@@ -272,8 +274,12 @@ class Processes(TortureTest):
 
     def test_fork_storm_single_threaded_with_the_process_timer(self):
         # A single-threaded parent has no uploader thread yet (it starts
-        # lazily); ITIMER_PROF is not inherited by the children.
-        self.fork_storm(200, 0, "process", "fks")
+        # lazily); ITIMER_PROF is not inherited by the children.  The
+        # parent itself only forks and waits: a few expiries of the
+        # process timer (2-5 of its samples in 8 runs by hand), so now and
+        # then it has none (a fresh-clone `make check` met one): its CPU
+        # profile is not asked for here, only that no child is taken for it.
+        self.fork_storm(200, 0, "process", "fks", parent_cpu=False)
 
     def test_vfork_and_posix_spawn_storm(self):
         rep = self.report("spawn.txt")
