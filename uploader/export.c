@@ -141,10 +141,14 @@ ps_export_run(struct ps_export *x, int final)
 	if (folded)
 		x->fold_errors++;       /* the next pass folds what is missing */
 	x->incomplete = folded != 0;
-	nc = ps_group_comments_of(x, c);
-	ps_debug("export pass %llu%s: %u stacks, %lld cpu samples; %s", (unsigned long long)x->passes,
-		 final ? " (final)" : "", x->fold.n,
-		 (long long)ps_fold_total(&x->fold, NULL, PS_F_CPU_SAMPLES), c[nc - 1]);
+	/* The comments feed only this line now (the groups write their
+	 * own): not made, nor the samples summed, unless it is logged. */
+	if (ps_log_level() >= PS_LOG_DEBUG) {
+		nc = ps_group_comments_of(x, c);
+		ps_debug("export pass %llu%s: %u stacks, %lld cpu samples; %s",
+			 (unsigned long long)x->passes, final ? " (final)" : "", x->fold.n,
+			 (long long)ps_fold_total(&x->fold, NULL, PS_F_CPU_SAMPLES), c[nc - 1]);
+	}
 	return ps_group_update(x);
 }
 
