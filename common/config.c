@@ -438,8 +438,19 @@ debuginfod(struct ps_config *c, ps_getenv_fn get)
 	c->debuginfod = urls && urls[strspn(urls, " \t")] != '\0';
 }
 
-/* PYROSHIM_HELPER: "pyroshim-<pid>-<16 hex digits>", made by the tree's
- * first process (uploader/worker.c).  Anything else is not ours to use. */
+/* n > 0 decimal digits, fewer than 11, then `end`: the length, or 0. */
+static size_t
+number(const char *p, char end)
+{
+	size_t n = strspn(p, "0123456789");
+
+	return n && n < 11 && p[n] == end ? n : 0;
+}
+
+/* PYROSHIM_HELPER: "pyroshim-<pid>-<16 hex digits>", the tree's socket,
+ * then "-<helper pid>-<descriptor>", where the helper holds the tree's
+ * bell; made by the tree's first process (uploader/worker.c).  Anything
+ * else is not ours to use. */
 static int
 tree_helper(struct ps_config *c, ps_getenv_fn get)
 {
@@ -448,12 +459,13 @@ tree_helper(struct ps_config *c, ps_getenv_fn get)
 
 	if (!v)
 		return 0;
-	if (strncmp(v, "pyroshim-", 9) == 0) {
-		p = v + 9;
-		n = strspn(p, "0123456789");
-		if (n && n < 11 && p[n] == '-' && strlen(p + n + 1) == 16 &&
-		    strspn(p + n + 1, "0123456789abcdef") == 16) {
-			memcpy(c->tree_helper, v, strlen(v) + 1);
+	if (strncmp(v, "pyroshim-", 9) == 0 && (n = number(v + 9, '-')) &&
+	    strspn(p = v + 9 + n + 1, "0123456789abcdef") == 16) {
+		p += 16;
+		if (*p == '-' && (n = number(p + 1, '-')) && number(p + 1 + n + 1, '\0'))
+			p += strlen(p);
+		if (!*p && (size_t)(p - v) < sizeof(c->tree_helper)) {
+			memcpy(c->tree_helper, v, (size_t)(p - v) + 1);
 			return 0;
 		}
 	}

@@ -2,6 +2,7 @@
 #include "common/shmem.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -113,4 +114,32 @@ ps_shmem_close_fds(void)
 {
 	while (nopen)
 		forget(nopen - 1);
+}
+
+/* Where parked descriptors go: 16 numbers below the top. */
+#define PARK_TOP 1024
+#define PARK_ROOM 16
+
+void
+ps_shmem_park_fds(void)
+{
+	struct rlimit nofile;
+	rlim_t top = PARK_TOP;
+	int i, fd;
+
+	if (getrlimit(RLIMIT_NOFILE, &nofile))
+		return;
+	if (nofile.rlim_cur != RLIM_INFINITY && nofile.rlim_cur < top)
+		top = nofile.rlim_cur;
+	if (top < 4 * PARK_ROOM)
+		return;   /* no room that is not the program's */
+	for (i = 0; i < nopen; i++) {
+		if (open_fds[i].fd >= (int)(top - PARK_ROOM))
+			continue;
+		fd = fcntl(open_fds[i].fd, F_DUPFD_CLOEXEC, (int)(top - PARK_ROOM));
+		if (fd < 0)
+			continue;
+		(void)close(open_fds[i].fd);
+		open_fds[i].fd = fd;
+	}
 }

@@ -36,4 +36,11 @@ int ps_shmem_fd(const void *p);
 /* Close every mapping's descriptor (the mappings stay). */
 void ps_shmem_close_fds(void);
 
+/* Move every open mapping's descriptor near the top of the first 1024
+ * numbers (or of RLIMIT_NOFILE, if lower), where a program that keeps
+ * them open for a while does not see them: its own open(2) still gets the
+ * lowest free number, as without the shim.  A descriptor that cannot
+ * move stays where it is. */
+void ps_shmem_park_fds(void);
+
 #endif

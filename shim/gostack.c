@@ -209,6 +209,12 @@ add_object(struct dl_phdr_info *info, size_t size, void *data)
 }
 
 int
+ps_gostack_objects(void)
+{
+	return nobjs;
+}
+
+int
 ps_gostack_init(void)
 {
 	int saved = errno;

@@ -39,6 +39,10 @@
  * is armed; opens and reads files. */
 int ps_gostack_init(void);
 
+/* What ps_gostack_init found: the number of Go objects.  A Go program
+ * ends by a raw exit_group, which no hook of the shim sees. */
+int ps_gostack_objects(void);
+
 /* Walk the Go frames from start into ips[0..max), leaf first.  exact:
  * start holds the interrupted registers, and ips[0] is start->ip; else
  * start is a frame that C code returns to (the .eh_frame walk stopped

@@ -130,6 +130,14 @@ START_TEST(config_tree_helper_only_when_it_is_a_helpers_name)
 		{ "pyroshim--0123456789abcdef", 0 }, { "pyroshim-12x-0123456789abcdef", 0 },
 		{ "pyroshim-123-0123456789ABCDEF", 0 }, { "pyroshim-", 0 }, { "pyro", 0 },
 		{ "", 0 }, { "pyroshim-12345678901-0123456789abcdef", 0 }, { "../etc/passwd", 0 },
+		/* where the helper holds the bell */
+		{ "pyroshim-123-0123456789abcdef-456-7", 1 },
+		{ "pyroshim-4294967295-0123456789abcdef-4294967295-2147483647", 1 },
+		{ "pyroshim-123-0123456789abcdef-456", 0 }, { "pyroshim-123-0123456789abcdef-", 0 },
+		{ "pyroshim-123-0123456789abcdef-456-", 0 }, { "pyroshim-123-0123456789abcdef--7", 0 },
+		{ "pyroshim-123-0123456789abcdef-456-7-8", 0 },
+		{ "pyroshim-123-0123456789abcdef-456-7x", 0 },
+		{ "pyroshim-123-0123456789abcdef-45678901234-7", 0 },
 	};
 	struct ps_config c;
 	char err[256], want[256];

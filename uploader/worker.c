@@ -5,6 +5,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
@@ -33,6 +34,7 @@
 #include "common/shmem.h"
 #include "shim/alloc.h"
 #include "shim/bench.h"
+#include "shim/gostack.h"
 #include "shim/stacktab.h"
 #include "shim/wait.h"
 #include "uploader/group.h"
@@ -49,6 +51,28 @@ enum { REQ_NONE, REQ_FINAL, REQ_EXEC };
  * (the generator's first run: 7 ms for all of them). */
 #define CACHE_FILL_NS (250ull * 1000000)
 
+/* What a program says about itself to join a tree: its export state as
+ * its constructor made it.  It is in the program's control block, which
+ * the helper maps (an announced program, ps_worker_start), or sent with
+ * the descriptors of its control block, stack table and (has_lt) live
+ * table (a program that joins over the socket).  Both ends must be the
+ * same build, which `magic` says. */
+#define REG_MAGIC "pyroshim " PS_VERSION
+struct reg {
+	char magic[32];
+	uint32_t size;                 /* sizeof(struct reg) */
+	int has_lt, has_span;
+	int on[PS_NFAMILIES];
+	uint64_t start_ns;
+	uintptr_t skip_lo, skip_hi;
+	char app[256];
+	char dir[PATH_MAX];
+	struct ps_stacktab st;         /* as the program maps them */
+	struct ps_livetab lt;
+	struct ps_span span;
+	struct ps_config cfg;
+};
+
 /* The control block, shared between the program and the helper
  * (MAP_SHARED, so semaphores are process-shared).  The program writes the
  * requests and the run's exit status; the loop answers. */
@@ -64,26 +88,34 @@ struct ctl {
 	_Atomic int helper_pid;     /* written by the middle process */
 	_Atomic int argc;           /* published after args */
 	char args[4096];            /* NUL-separated */
+	struct reg r;               /* written before the program announces
+				     * or joins, not after */
 };
 
-/* A fork child's birth notice, in its tree's bell: where its control
- * block and tables are (their descriptors, open in the child until the
- * helper has them, and their structs), so that the helper serves it from
- * its first instruction, whatever way it ends.  `word` is the child's pid
+/* A birth notice, in the tree's bell: a program of the tree says where
+ * its control block and tables are (their descriptors, open in the
+ * program until the helper has them, and their structs), so that the
+ * helper serves it from its first instruction, whatever way it ends.  A
+ * fork child writes one in its fork handler, an exec'd image in its
+ * constructor (`exec`: its settings are its own, in its control block; a
+ * fork child's are its parent's session's).  `word` is the program's pid
  * << 8 | BIRTH_*: a slot is claimed, published and taken by compare-and-
- * swap on it, so no one mistakes another child's notice for its own.
+ * swap on it, so no one mistakes another program's notice for its own.
  * The helper takes a notice BIRTH_GRACE_NS after it was written, or at
- * once when the child waits for it (urgent): a shell's child, which
- * execs within that time, withdraws its notice instead and costs no
- * session.  A child killed within it loses at most that much CPU. */
+ * once when the program waits for it (urgent).
+ * A shell's child, which execs within that time, and a short command that
+ * ends with nothing recorded, withdraw their notice instead and cost the
+ * helper nothing.  A program killed within it loses at most that much
+ * CPU. */
 enum { BIRTH_FREE = 0, BIRTH_WRITING = 1, BIRTH_READY = 2, BIRTH_TAKING = 3 };
 #define NBIRTHS 32
 #define BIRTH_GRACE_NS (20 * 1000000ull)
 struct birth {
 	_Atomic uint64_t word;
-	_Atomic int urgent;         /* the child waits for it: take it now */
+	_Atomic int urgent;         /* the program waits for it: take it now */
 	uint64_t at;                /* when it was written (CLOCK_MONOTONIC) */
-	int32_t ppid;
+	int32_t ppid;               /* a fork child's parent */
+	int32_t exec;               /* an exec'd image: settings in its ctl */
 	int32_t fd[3];              /* ctl, stack table, live table (-1: none) */
 	uint64_t id[3][2];          /* their device and inode */
 	uint64_t start_ns;
@@ -93,8 +125,12 @@ struct birth {
 
 /* A tree's doorbell: pages that every program of the tree maps and the
  * tree's helper waits on.  A program rings it after posting a request in
- * its own control block, a fork child after its birth notice. */
+ * its own control block, or a birth notice.  An exec'd image maps it from
+ * the helper's descriptor (/proc/PID/fd/N, named in PYROSHIM_HELPER), and
+ * checks `magic` and `name` first. */
 struct bell {
+	char magic[32];             /* REG_MAGIC: the same build */
+	char name[64];              /* the tree's socket's name */
 	sem_t wake;
 	_Atomic int helper_pid;     /* the tree's helper, once it runs */
 	_Atomic unsigned members;   /* sessions the helper made for programs
@@ -102,24 +138,12 @@ struct bell {
 	struct birth births[NBIRTHS];
 };
 
-/* What a program sends to join a tree, with the descriptors of its
- * control block, stack table and (has_lt) live table: its export state as
- * its constructor made it.  Both ends must be the same build, which
- * `magic` says. */
-#define REG_MAGIC "pyroshim " PS_VERSION
-struct reg {
+/* What an announced program sends with its descriptors, once its notice
+ * is in the bell: which notice they are for.  Unanswered, so that the
+ * program holds no descriptor of the shim's and waits for no one. */
+struct hand {
 	char magic[32];
-	uint32_t size;                 /* sizeof(struct reg) */
-	int has_lt, has_span;
-	int on[PS_NFAMILIES];
-	uint64_t start_ns;
-	uintptr_t skip_lo, skip_hi;
-	char app[256];
-	char dir[PATH_MAX];
-	struct ps_stacktab st;         /* as the program maps them */
-	struct ps_livetab lt;
-	struct ps_span span;
-	struct ps_config cfg;
+	int32_t slot;
 };
 
 /* The helper's answer, with its bell's descriptor. */
@@ -204,6 +228,22 @@ static struct session **ss;
 static unsigned nss, ss_cap;
 static struct session *pending[MAX_PENDING];
 static unsigned npending;
+/* The descriptors announced programs handed over, by their notice's slot,
+ * until the notice is taken or withdrawn. */
+static struct {
+	pid_t pid;
+	int n, fd[3];
+	uint64_t id[2];    /* the control block's device and inode */
+} handed[NBIRTHS];
+
+/* 1 if what was handed over for slot i is for the notice b there now
+ * (not for an earlier image of the same process, say). */
+static int
+handed_for(int i, const struct birth *b, uint64_t w)
+{
+	return handed[i].pid && handed[i].pid == (pid_t)(w >> 8) &&
+	       handed[i].id[0] == b->id[0][0] && handed[i].id[1] == b->id[0][1];
+}
 static int closing;                /* the loop ends: no more joins */
 static struct session root_s = { .root = 1, .pidfd = -1 };
 
@@ -536,28 +576,62 @@ add_session(struct session *s)
 	return 0;
 }
 
-/* One fork child's birth notice, taken: a session like its parent's, with
- * its own tables.  The child learns it was taken from its control block
- * (helper_pid), set before the slot is freed; a refused child finds its
+/* A program's settings, as it sent or announced them, made safe to read:
+ * 0, or -1 if they are another build's. */
+static int
+reg_check(struct reg *r)
+{
+	if (memcmp(r->magic, REG_MAGIC, sizeof(REG_MAGIC)) || r->size != sizeof(*r))
+		return -1;
+	r->cfg.app_name[sizeof(r->cfg.app_name) - 1] = '\0';
+	r->app[sizeof(r->app) - 1] = r->dir[sizeof(r->dir) - 1] = '\0';
+	return 0;
+}
+
+/* One birth notice, taken: a session with the program's own tables, and
+ * the settings of its parent's session (a fork child) or its own (an
+ * exec'd image).  The program learns it was taken from its control block
+ * (helper_pid), set before the slot is freed; a refused program finds its
  * slot freed with helper_pid still 0, and makes a helper of its own.
- * Holding `lock`. */
+ * `orphans`: a fork child whose parent has no session is refused, not
+ * left for later; `now`: the grace is over for every notice.  Holding
+ * `lock`. */
 static void
-take_birth(struct birth *b, int orphans)
+take_birth(struct birth *b, int orphans, int now)
 {
 	const struct ps_export *px = NULL;
 	struct session *s;
 	size_t len = (sizeof(*s) + 4095) & ~(size_t)4095;
-	int fd[3] = { -1, -1, -1 }, i, ok = 0;
+	int fd[3] = { -1, -1, -1 }, i, ok = 0, exec = b->exec, slot = (int)(b - tree_bell->births);
 	const char *why = "out of memory";
 	uint64_t w = atomic_load_explicit(&b->word, memory_order_acquire);
 	pid_t pid = (pid_t)(w >> 8);
 	unsigned k;
 
-	for (k = 0; k < nss && !px; k++)
+	for (k = 0; k < nss && !px && !exec; k++)
 		if (ss[k]->pid == b->ppid && !ss[k]->gone_at)
 			px = ss[k]->x;
-	if ((w & 0xff) != BIRTH_READY || (!px && !orphans) ||
-	    (!atomic_load(&b->urgent) && ps_clock_ns(CLOCK_MONOTONIC) - b->at < BIRTH_GRACE_NS) ||
+	/* A fork child whose parent's own notice waits (an image exec'd
+	 * less than the grace ago): the parent is taken with it. */
+	for (k = 0; k < NBIRTHS && !px && !exec && (w & 0xff) == BIRTH_READY; k++) {
+		struct birth *p = &tree_bell->births[k];
+		uint64_t pw = atomic_load_explicit(&p->word, memory_order_acquire);
+
+		if (p != b && (pw & 0xff) == BIRTH_READY && (pid_t)(pw >> 8) == b->ppid) {
+			take_birth(p, orphans, 1);
+			for (i = 0; i < (int)nss && !px; i++)
+				if (ss[i]->pid == b->ppid && !ss[i]->gone_at)
+					px = ss[i]->x;
+		}
+	}
+	/* An exec'd image's descriptors come through the socket, after its
+	 * notice: not yet there, the notice waits for them, a while. */
+	if (exec && !handed_for(slot, b, w) &&
+	    ps_clock_ns(CLOCK_MONOTONIC) - b->at < JOIN_TIMEOUT_MS * 1000000ull)
+		return;
+	if ((w & 0xff) != BIRTH_READY || (!exec && !px && !orphans) ||
+	    (!now && !atomic_load(&b->urgent) &&
+	     ps_clock_ns(CLOCK_MONOTONIC) - b->at < BIRTH_GRACE_NS) ||
 	    !atomic_compare_exchange_strong(&b->word, &w, (w & ~(uint64_t)0xff) | BIRTH_TAKING))
 		return;
 	s = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
@@ -568,49 +642,71 @@ take_birth(struct birth *b, int orphans)
 	s->len = len;
 	s->pidfd = -1;
 	why = "its parent is gone: nothing to copy the settings from";
-	if (!px)
+	if (!px && !exec)
 		goto out;
 	s->pid = pid;
 	s->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	for (i = 0; i < 3; i++)
+	if (exec && handed_for(slot, b, w)) {
+		memcpy(fd, handed[slot].fd, (size_t)handed[slot].n * sizeof(int));
+		handed[slot].n = handed[slot].pid = 0;   /* fd[] has them now */
+	}
+	for (i = 0; i < 3 && !exec; i++)
 		fd[i] = their_fd(pid, b->fd[i], b->id[i]);
 	s->c = map_fd(fd[0], sizeof(*s->c), b->id[0], &s->ctl_inode);
+	why = s->pidfd < 0 ? "it is gone" : exec && fd[0] < 0 ? "its tables never came" :
+	      "its tables are not the memfds it announced";
+	if (s->pidfd < 0 || !s->c)
+		goto out;
+	if (exec) {
+		/* Its own settings, copied out of memory it can still write. */
+		memcpy(&s->r, &s->c->r, sizeof(s->r));
+		why = "its settings are another build's";
+		if (reg_check(&s->r))
+			goto out;
+	} else {
+		/* What the parent's constructor made, as a join would send it. */
+		s->r.has_lt = px->lt != NULL;
+		s->r.has_span = px->span != NULL;
+		memcpy(s->r.on, px->on, sizeof(s->r.on));
+		s->r.skip_lo = px->skip_lo;
+		s->r.skip_hi = px->skip_hi;
+		memcpy(s->r.app, px->app, sizeof(s->r.app));
+		memcpy(s->r.dir, px->dir, sizeof(s->r.dir));
+		if (px->span)
+			s->r.span = *px->span;
+		s->r.cfg = *px->cfg;
+	}
+	s->r.start_ns = b->start_ns;
 	s->st.c = map_fd(fd[1], b->st.map_len, b->id[1], NULL);
 	s->st.map_len = b->st.map_len;
-	if (px->lt) {
+	if (s->r.has_lt) {
 		s->lt.c = map_fd(fd[2], b->lt.map_len, b->id[2], NULL);
 		s->lt.map_len = b->lt.map_len;
 	}
-	why = s->pidfd < 0 ? "it is gone" : "its tables are not the memfds it announced";
-	if (s->pidfd < 0 || !s->c || !s->st.c || (px->lt && !s->lt.c) ||
-	    ps_stacktab_view(&s->st, &b->st, s->st.c) ||
-	    (px->lt && ps_livetab_view(&s->lt, &b->lt, s->lt.c)))
+	why = "its tables are not the memfds it announced";
+	if (!s->st.c || (s->r.has_lt && !s->lt.c) || ps_stacktab_view(&s->st, &b->st, s->st.c) ||
+	    (s->r.has_lt && ps_livetab_view(&s->lt, &b->lt, s->lt.c)))
 		goto out;
-	/* What the parent's constructor made, as a join would send it. */
-	s->r.has_lt = px->lt != NULL;
-	s->r.has_span = px->span != NULL;
-	memcpy(s->r.on, px->on, sizeof(s->r.on));
-	s->r.start_ns = b->start_ns;
-	s->r.skip_lo = px->skip_lo;
-	s->r.skip_hi = px->skip_hi;
-	memcpy(s->r.app, px->app, sizeof(s->r.app));
-	memcpy(s->r.dir, px->dir, sizeof(s->r.dir));
-	if (px->span)
-		s->r.span = *px->span;
-	s->r.cfg = *px->cfg;
 	why = "out of memory";
 	if (add_session(s) == 0) {
 		ok = 1;
 		atomic_store(&s->c->helper_pid, getpid());
-		ps_debug("uploader: fork child %d of %d joined the tree", (int)pid, (int)b->ppid);
+		if (exec)
+			ps_debug("uploader: pid %d joined the tree", (int)pid);
+		else
+			ps_debug("uploader: fork child %d of %d joined the tree", (int)pid,
+				 (int)b->ppid);
 	}
 out:
 	for (i = 0; i < 3; i++)
 		if (fd[i] >= 0)
 			close(fd[i]);
-	/* The child cannot say it (it learns it in its exit), so the
+	/* The program cannot say it (it learns it in its exit), so the
 	 * helper does. */
-	if (!ok)
+	if (!ok && exec)
+		ps_info("uploader: pid %d not taken (%s): it makes a helper of its own",
+			(int)pid, why);
+	else if (!ok)
 		ps_info("uploader: fork child %d of %d not taken (%s): it makes a helper of its "
 			"own", (int)pid, (int)b->ppid, why);
 	if (!ok && s)
@@ -627,28 +723,44 @@ births_due(void)
 
 	for (i = 0; tree_bell && i < NBIRTHS; i++) {
 		w = atomic_load_explicit(&tree_bell->births[i].word, memory_order_acquire);
-		if ((w & 0xff) == BIRTH_READY)
+		if ((w & 0xff) != BIRTH_READY)
+			continue;
+		if (tree_bell->births[i].exec && !handed_for(i, &tree_bell->births[i], w))
+			due = min_u64(due, tree_bell->births[i].at + JOIN_TIMEOUT_MS * 1000000ull);
+		else
 			due = min_u64(due, tree_bell->births[i].at + BIRTH_GRACE_NS);
 	}
 	return due;
 }
 
-/* The birth notices in the tree's bell.  Holding `lock`. */
+/* The birth notices in the tree's bell that are due, or (`now`) every
+ * one.  Holding `lock`. */
 static void
-take_births(void)
+take_births(int now)
 {
 	unsigned before;
 	int i, last = 0;
 
 	if (!tree_bell)
 		return;
+	/* Descriptors handed over for a notice that was withdrawn. */
+	for (i = 0; i < NBIRTHS; i++) {
+		uint64_t w = atomic_load_explicit(&tree_bell->births[i].word, memory_order_acquire);
+
+		if (handed[i].pid && ((w & 0xff) == BIRTH_FREE ||
+				      !handed_for(i, &tree_bell->births[i], w))) {
+			while (handed[i].n)
+				close(handed[i].fd[--handed[i].n]);
+			handed[i].pid = 0;
+		}
+	}
 	/* Again while a pass adds sessions: a child announced before its
 	 * parent (itself a fork child) became one has its parent now.  Then
 	 * the rest, which are refused. */
 	do {
 		before = nss;
 		for (i = 0; i < NBIRTHS; i++)
-			take_birth(&tree_bell->births[i], last);
+			take_birth(&tree_bell->births[i], last, now);
 		if (nss == before)
 			last++;
 	} while (last < 2);
@@ -778,7 +890,7 @@ loop(int helper_side)
 		(void)sem_clockwait(bell, CLOCK_MONOTONIC, &ts);
 		pthread_mutex_lock(&lock);
 		take_pending();
-		take_births();
+		take_births(0);
 		now = ps_clock_ns(CLOCK_MONOTONIC);
 		/* The dead first: a program that waited for its children (a
 		 * pool that killed its workers) then finds their profiles
@@ -793,6 +905,10 @@ loop(int helper_side)
 				end_session(i);
 			else
 				i++;
+		/* The last program is gone: the notices in their grace are
+		 * taken now, or never. */
+		if (!nss)
+			take_births(1);
 		if (!nss) {
 			closing = 1;    /* the accepting thread answers no one now */
 			(void)ps_group_pass();
@@ -924,36 +1040,77 @@ recv_fds(int fd, void *buf, size_t len, int *fds, int *n)
 
 /* ---- joining a tree: the helper's side --------------------------------- */
 
+/* An announced program's descriptors (a struct hand from pid): kept for
+ * its notice, which take_birth() takes or take_births() drops.  Takes
+ * the descriptors. */
+static void
+hand_over(const struct hand *h, pid_t pid, int *fds, int nfd)
+{
+	struct stat sb;
+	int slot = h->slot;
+
+	if (memcmp(h->magic, REG_MAGIC, sizeof(REG_MAGIC)) || slot < 0 || slot >= NBIRTHS ||
+	    !tree_bell) {
+		while (nfd > 0)
+			close(fds[--nfd]);
+		return;
+	}
+	if (nfd < 1 || fstat(fds[0], &sb)) {
+		while (nfd > 0)
+			close(fds[--nfd]);
+		return;
+	}
+	pthread_mutex_lock(&lock);
+	while (handed[slot].n)
+		close(handed[slot].fd[--handed[slot].n]);
+	handed[slot].pid = pid;
+	handed[slot].n = nfd;
+	handed[slot].id[0] = (uint64_t)sb.st_dev;
+	handed[slot].id[1] = (uint64_t)sb.st_ino;
+	memcpy(handed[slot].fd, fds, (size_t)nfd * sizeof(int));
+	pthread_mutex_unlock(&lock);
+	sem_post(bell);   /* a notice waiting for them is due now */
+}
+
 /* One program's join on connection fd: its message, its mappings, its
  * pidfd; answered with this helper's pid and bell once queued.  A join
  * that fails gets no answer, so the program makes a helper of its own. */
 static void
 admit(int fd)
 {
+	/* What came, before it is known to be a join: the accepting
+	 * thread's alone. */
+	static union {
+		struct reg r;
+		struct hand h;
+	} in;
 	struct reg_reply rep = { REG_MAGIC, 0 };
 	struct timeval tv = { 1, 0 };
 	struct ucred cr;
 	socklen_t crl = sizeof(cr);
-	struct session *s;
+	struct session *s = NULL;
 	int fds[MAX_FDS] = { -1, -1, -1 }, nfd = 0, i, queued = 0;
 	size_t len = (sizeof(*s) + 4095) & ~(size_t)4095;
 	ssize_t n;
 
-	s = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (s == MAP_FAILED)
-		return;
-	s->len = len;
-	s->pidfd = -1;
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) || cr.uid != getuid() ||
 	    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)))
+		return;
+	n = recv_fds(fd, &in, sizeof(in), fds, &nfd);
+	if (n == (ssize_t)sizeof(in.h)) {
+		hand_over(&in.h, cr.pid, fds, nfd);
+		return;
+	}
+	if (n != (ssize_t)sizeof(in.r) || reg_check(&in.r) || nfd != 2 + (in.r.has_lt != 0))
 		goto out;
-	n = recv_fds(fd, &s->r, sizeof(s->r), fds, &nfd);
-	if (n != (ssize_t)sizeof(s->r) ||
-	    memcmp(s->r.magic, REG_MAGIC, sizeof(REG_MAGIC)) || s->r.size != sizeof(s->r) ||
-	    nfd != 2 + (s->r.has_lt != 0))
+	s = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (s == MAP_FAILED) {
+		s = NULL;
 		goto out;
-	s->r.cfg.app_name[sizeof(s->r.cfg.app_name) - 1] = '\0';
-	s->r.app[sizeof(s->r.app) - 1] = s->r.dir[sizeof(s->r.dir) - 1] = '\0';
+	}
+	s->len = len;
+	s->pidfd = -1;
+	memcpy(&s->r, &in.r, sizeof(s->r));
 	s->c = map_fd(fds[0], sizeof(*s->c), NULL, &s->ctl_inode);
 	if (!s->c || !(s->st.c = map_fd(fds[1], s->r.st.map_len, NULL, NULL)))
 		goto out;
@@ -986,7 +1143,7 @@ admit(int fd)
 out:
 	for (i = 0; i < nfd; i++)
 		close(fds[i]);
-	if (!queued)
+	if (!queued && s)
 		session_unmap(s);
 }
 
@@ -1228,10 +1385,21 @@ start_helper(void)
 
 /* ---- joining a tree: the program's side -------------------------------- */
 
+/* The length of a tree's name's first part, "pyroshim-PID-RANDOM": its
+ * socket's.  What follows it, "-HPID-FD", says where the helper holds the
+ * bell (config.c checked the form). */
+static size_t
+sock_len(const char *name)
+{
+	size_t n = strlen(name), k = 9 + strspn(name + 9, "0123456789") + 17;
+
+	return k < n ? k : n;
+}
+
 static socklen_t
 tree_addr(struct sockaddr_un *a, const char *name)
 {
-	size_t n = strlen(name);
+	size_t n = sock_len(name);
 
 	memset(a, 0, sizeof(*a));
 	a->sun_family = AF_UNIX;
@@ -1269,6 +1437,8 @@ tree_open(void)
 		tree_name[0] = '\0';
 		return;
 	}
+	memcpy(b->magic, REG_MAGIC, sizeof(REG_MAGIC));
+	memcpy(b->name, tree_name, sizeof(b->name));
 	tree_fd = fd;
 	tree_bell_fd = ps_shmem_fd(b);
 	tree_bell = b;
@@ -1281,6 +1451,13 @@ tree_open(void)
 static void
 tree_handed_over(int ok)
 {
+	size_t n = strlen(tree_name);
+
+	/* Where the helper holds the bell: an exec'd image maps it from
+	 * there, and announces itself without a word to the helper. */
+	if (ok && n && tree_bell_fd >= 0)
+		snprintf(tree_name + n, sizeof(tree_name) - n, "-%d-%d",
+			 (int)atomic_load(&c->helper_pid), tree_bell_fd);
 	if (tree_fd >= 0)
 		close(tree_fd);
 	tree_fd = tree_bell_fd = -1;   /* the bell's closes with the others */
@@ -1293,12 +1470,210 @@ tree_handed_over(int ok)
 	}
 }
 
+/* What this program says about itself to its tree's helper, in its
+ * control block (struct reg). */
+static void
+reg_fill(void)
+{
+	struct reg *r = &c->r;
+
+	memcpy(r->magic, REG_MAGIC, sizeof(REG_MAGIC));
+	r->size = sizeof(*r);
+	r->has_lt = x->lt != NULL;
+	r->has_span = x->span != NULL;
+	memcpy(r->on, x->on, sizeof(r->on));
+	r->start_ns = x->start_ns;
+	r->skip_lo = x->skip_lo;
+	r->skip_hi = x->skip_hi;
+	memcpy(r->app, x->app, sizeof(r->app));
+	memcpy(r->dir, x->dir, sizeof(r->dir));
+	r->st = *x->st;
+	if (x->lt)
+		r->lt = *x->lt;
+	if (x->span)
+		r->span = *x->span;
+	r->cfg = *x->cfg;
+}
+
+/* 1 if the tree's helper is running. */
+PS_SIGSAFE static int
+tree_alive(void)
+{
+	int pid = atomic_load(&tree_bell->helper_pid);
+
+	return pid > 0 && !(kill(pid, 0) && errno == ESRCH);
+}
+
+/* A birth notice in the tree's bell (struct birth): this program's control
+ * block and tables.  A fork child's descriptors stay open, out of its way,
+ * until the helper has them.  `exec`: an exec'd image, whose settings are
+ * in its control block, and which hands its descriptors over next (hand()).
+ * Returns 0, or -1: no free slot (the helper is behind) or no descriptor.
+ * Context: fork child handler, constructor. */
+static int
+notice(int exec)
+{
+	uint64_t me = (uint64_t)getpid() << 8, w;
+	struct birth *b = NULL;
+	struct stat sb;
+	int fd[3], i, slot;
+
+	if (!exec)
+		ps_shmem_park_fds();   /* an exec'd image hands them over at once */
+	fd[0] = ps_shmem_fd(c);
+	fd[1] = ps_shmem_fd(x->st->c);
+	fd[2] = x->lt ? ps_shmem_fd(x->lt->c) : -1;
+	if (fd[0] < 0 || fd[1] < 0 || (x->lt && fd[2] < 0))
+		return -1;
+	for (slot = 0; slot < NBIRTHS && !b; slot++) {
+		w = BIRTH_FREE;
+		if (atomic_compare_exchange_strong(&tree_bell->births[slot].word, &w,
+						   me | BIRTH_WRITING))
+			b = &tree_bell->births[slot];
+	}
+	if (!b)
+		return -1;
+	for (i = 0; i < 3; i++) {
+		b->id[i][0] = b->id[i][1] = 0;
+		if (fd[i] >= 0 && fstat(fd[i], &sb) == 0) {
+			b->id[i][0] = (uint64_t)sb.st_dev;
+			b->id[i][1] = (uint64_t)sb.st_ino;
+		}
+	}
+	b->ppid = exec ? 0 : getppid();
+	b->exec = exec;
+	b->at = ps_clock_ns(CLOCK_MONOTONIC);
+	atomic_store(&b->urgent, 0);
+	memcpy(b->fd, fd, sizeof(fd));
+	b->start_ns = x->start_ns;
+	b->st = *x->st;
+	if (x->lt)
+		b->lt = *x->lt;
+	atomic_store_explicit(&b->word, me | BIRTH_READY, memory_order_release);
+	birth_slot = slot - 1;
+	bell = &tree_bell->wake;
+	helper = 1;
+	host = getpid();
+	if (!exec)
+		sem_post(bell);   /* an exec'd image's descriptors ring it */
+	return 0;
+}
+
+/* Hand this program's descriptors to the helper of the tree named `name`
+ * for its notice: one message, not answered.  Never waits: a full backlog
+ * or socket buffer fails at once.  Returns 0 or -1. */
+static int
+hand(const char *name)
+{
+	struct hand h;
+	struct sockaddr_un a;
+	socklen_t n = tree_addr(&a, name);
+	int fds[3], nfd = 2, fd, rc = -1;
+
+	fds[0] = ps_shmem_fd(c);
+	fds[1] = ps_shmem_fd(x->st->c);
+	fds[2] = x->lt ? ps_shmem_fd(x->lt->c) : -1;
+	nfd += x->lt != NULL;
+	memset(&h, 0, sizeof(h));
+	memcpy(h.magic, REG_MAGIC, sizeof(REG_MAGIC));
+	h.slot = birth_slot;
+	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (fd < 0)
+		return -1;
+	if (connect(fd, (struct sockaddr *)&a, n) == 0 &&
+	    send_fds(fd, &h, sizeof(h), fds, nfd) == (ssize_t)sizeof(h))
+		rc = 0;
+	close(fd);
+	return rc;
+}
+
+/* Announce this exec'd image to the tree named `name`: map the tree's bell
+ * from the helper's descriptor, write a birth notice there and hand the
+ * descriptors over.  Nothing waits for the helper, which takes the notice
+ * when its grace is over; a command that ends within the grace with
+ * nothing recorded withdraws it and costs the helper a message.  Returns
+ * 0, or -1 with *why set.  Context: constructor. */
+static int
+announce(const char *name, const char **why)
+{
+	char path[64];
+	struct stat sb;
+	struct bell *b;
+	size_t k = sock_len(name);
+	const char *q = name + k;
+	uint64_t me = (uint64_t)getpid() << 8, w;
+	char *end;
+	long hpid, bfd;
+	int p, fd = -1;
+
+	if (tree_bell) {   /* announced before, and withdrawn (an exec failed) */
+		(void)munmap(tree_bell, sizeof(*tree_bell));
+		tree_bell = NULL;
+	}
+	*why = "its name says nowhere to announce this program";
+	if (*q++ != '-')
+		return -1;
+	hpid = strtol(q, &end, 10);
+	if (*end != '-' || hpid <= 0 || hpid > INT_MAX)
+		return -1;
+	bfd = strtol(end + 1, &end, 10);
+	if (*end || bfd < 0 || bfd > INT_MAX)
+		return -1;
+	/* Through an O_PATH descriptor first, as the helper opens a
+	 * program's (their_fd): opening whatever the number names now
+	 * could have effects of its own. */
+	snprintf(path, sizeof(path), "/proc/%ld/fd/%ld", hpid, bfd);
+	p = open(path, O_PATH | O_CLOEXEC);
+	*why = "its bell cannot be opened (it is gone, not ours, or out of sight)";
+	if (p < 0)
+		return -1;
+	if (fstat(p, &sb) == 0 && S_ISREG(sb.st_mode) && (uint64_t)sb.st_size >= sizeof(*b)) {
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", p);
+		fd = open(path, O_RDWR | O_CLOEXEC | O_NOCTTY);
+	}
+	close(p);
+	if (fd < 0 || fcntl(fd, F_GET_SEALS) < 0) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	b = mmap(NULL, sizeof(*b), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (b == MAP_FAILED)
+		return -1;
+	tree_bell = b;
+	*why = "its bell is not this tree's, or another build's";
+	if (memcmp(b->magic, REG_MAGIC, sizeof(REG_MAGIC)) || strncmp(b->name, name, k) ||
+	    b->name[k] || atomic_load(&b->helper_pid) != hpid || !tree_alive())
+		goto fail;
+	*why = "its bell has no free slot";
+	if (notice(1))
+		goto fail;
+	*why = "its socket did not take this program's tables at once";
+	w = me | BIRTH_READY;
+	if (hand(name) == 0 ||
+	    !atomic_compare_exchange_strong(&b->births[birth_slot].word, &w, BIRTH_FREE)) {
+		/* The helper has them; or it is taking the notice already,
+		 * and refuses it for want of them: the program then makes a
+		 * helper of its own at its end, from its mappings. */
+		ps_shmem_close_fds();
+		return 0;
+	}
+	birth_slot = NBIRTHS;
+	helper = 0;
+	bell = &c->wake;
+fail:
+	(void)munmap(b, sizeof(*b));
+	tree_bell = NULL;
+	return -1;
+}
+
 /* Join the tree whose helper listens at `name`: hand it this program's
- * control block and tables.  Returns 0, or -1 with *why set. */
+ * control block and tables, and wait for its answer.  Where announce()
+ * cannot be used.  Returns 0, or -1 with *why set. */
 static int
 join(const char *name, const char **why)
 {
-	static struct reg r;   /* 40 KiB: not on a constructor's stack */
 	struct timeval tv = { JOIN_TIMEOUT_MS / 1000, JOIN_TIMEOUT_MS % 1000 * 1000 };
 	struct reg_reply rep;
 	struct sockaddr_un a;
@@ -1336,24 +1711,7 @@ join(const char *name, const char **why)
 		*why = "it belongs to another user";
 		goto fail;
 	}
-	memset(&r, 0, sizeof(r));
-	memcpy(r.magic, REG_MAGIC, sizeof(REG_MAGIC));
-	r.size = sizeof(r);
-	r.has_lt = x->lt != NULL;
-	r.has_span = x->span != NULL;
-	memcpy(r.on, x->on, sizeof(r.on));
-	r.start_ns = x->start_ns;
-	r.skip_lo = x->skip_lo;
-	r.skip_hi = x->skip_hi;
-	memcpy(r.app, x->app, sizeof(r.app));
-	memcpy(r.dir, x->dir, sizeof(r.dir));
-	r.st = *x->st;
-	if (x->lt)
-		r.lt = *x->lt;
-	if (x->span)
-		r.span = *x->span;
-	r.cfg = *x->cfg;
-	if (send_fds(fd, &r, sizeof(r), fds, nfd) != (ssize_t)sizeof(r)) {
+	if (send_fds(fd, &c->r, sizeof(c->r), fds, nfd) != (ssize_t)sizeof(c->r)) {
 		*why = "it did not take this program's tables";
 		goto fail;
 	}
@@ -1407,19 +1765,31 @@ ps_worker_tree(void)
 static int
 start(void)
 {
-	const char *why = NULL;
-	int rc;
+	const char *why = NULL, *name = x->cfg->tree_helper;
+	int rc, joined = -1;
 
-	if (listen_here && x->cfg->tree_helper[0]) {
-		if (x->cfg->pprof_address[0])
+	if (listen_here && name[0]) {
+		reg_fill();
+		if (x->cfg->pprof_address[0]) {
 			why = "this program serves /debug/pprof itself";
-		else if (join(x->cfg->tree_helper, &why) == 0) {
+		} else if (!ps_gostack_objects() && announce(name, &why) == 0) {
+			joined = atomic_load(&tree_bell->helper_pid);
+		} else {
+			/* A Go program joins at once: it ends by a raw
+			 * exit_group, which no hook sees, so a notice could be
+			 * found only once its descriptors are gone. */
+			if (!ps_gostack_objects())
+				ps_debug("uploader: not announced to the tree's helper (%s)", why);
+			if (join(name, &why) == 0) {
+				ps_shmem_close_fds();   /* the helper has the mappings */
+				joined = atomic_load(&c->helper_pid);
+			}
+		}
+		if (joined > 0) {
 			helper = 1;
-			ps_shmem_close_fds();   /* the helper has the mappings */
-			snprintf(tree_name, sizeof(tree_name), "%s", x->cfg->tree_helper);
+			snprintf(tree_name, sizeof(tree_name), "%s", name);
 			tree_leader = sscanf(tree_name, "pyroshim-%d-", &rc) == 1 && rc == getpid();
-			ps_info("uploader: joined the tree's helper (pid %d)",
-				(int)atomic_load(&c->helper_pid));
+			ps_info("uploader: joined the tree's helper (pid %d)", joined);
 			return 0;
 		}
 		ps_info("uploader: the tree's helper %s cannot be used (%s); this program makes "
@@ -1460,65 +1830,16 @@ ps_worker_start(struct ps_export *e, uint64_t interval_ns, uint64_t flush_timeou
 
 /* ---- a fork child's birth notice ------------------------------------ */
 
-/* 1 if the tree's helper is running. */
-PS_SIGSAFE static int
-tree_alive(void)
-{
-	int pid = atomic_load(&tree_bell->helper_pid);
-
-	return pid > 0 && !(kill(pid, 0) && errno == ESRCH);
-}
-
 /* Fork child: announce this child in the tree's bell, so that the tree's
- * helper serves it from now on, however it ends.  Its control block and
- * tables (fresh memfds) stay open until the helper has them.  Returns 0,
- * or -1: the child then makes a helper of its own when it is due.
- * Context: fork child handler. */
+ * helper serves it from now on, however it ends.  Returns 0, or -1: the
+ * child then makes a helper of its own when it is due.  Context: fork
+ * child handler. */
 static int
 born(void)
 {
-	uint64_t me = (uint64_t)getpid() << 8, w;
-	struct birth *b = NULL;
-	struct stat sb;
-	int fd[3], i, slot;
-
 	if (!tree_bell || !tree_alive() || ctl_new())
 		return -1;
-	fd[0] = ps_shmem_fd(c);
-	fd[1] = ps_shmem_fd(x->st->c);
-	fd[2] = x->lt ? ps_shmem_fd(x->lt->c) : -1;
-	if (fd[0] < 0 || fd[1] < 0 || (x->lt && fd[2] < 0))
-		return -1;
-	for (slot = 0; slot < NBIRTHS && !b; slot++) {
-		w = BIRTH_FREE;
-		if (atomic_compare_exchange_strong(&tree_bell->births[slot].word, &w,
-						   me | BIRTH_WRITING))
-			b = &tree_bell->births[slot];
-	}
-	if (!b)
-		return -1;   /* the helper is behind: not worth waiting for */
-	for (i = 0; i < 3; i++) {
-		b->id[i][0] = b->id[i][1] = 0;
-		if (fd[i] >= 0 && fstat(fd[i], &sb) == 0) {
-			b->id[i][0] = (uint64_t)sb.st_dev;
-			b->id[i][1] = (uint64_t)sb.st_ino;
-		}
-	}
-	b->ppid = getppid();
-	b->at = ps_clock_ns(CLOCK_MONOTONIC);
-	atomic_store(&b->urgent, 0);
-	memcpy(b->fd, fd, sizeof(fd));
-	b->start_ns = x->start_ns;
-	b->st = *x->st;
-	if (x->lt)
-		b->lt = *x->lt;
-	atomic_store_explicit(&b->word, me | BIRTH_READY, memory_order_release);
-	birth_slot = slot - 1;
-	bell = &tree_bell->wake;
-	helper = 1;
-	host = getpid();
-	sem_post(bell);
-	return 0;
+	return notice(0);
 }
 
 /* Where this child's birth notice stands: 1 taken, 0 not yet (withdraw:
@@ -1770,6 +2091,7 @@ ps_worker_child(void)
 	 * nor its sessions (thread mode). */
 	c = NULL;
 	bell = NULL;
+	birth_slot = NBIRTHS;   /* a notice of the parent's is the parent's */
 	ss = NULL;
 	nss = ss_cap = 0;
 	helper = running = listen_here = tree_leader = 0;

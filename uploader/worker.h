@@ -48,8 +48,9 @@
  * Returns 0 or -errno.  Context: constructor, fork child (one thread). */
 int ps_worker_start(struct ps_export *x, uint64_t interval_ns, uint64_t flush_timeout_ns) PS_WUR;
 
-/* The name of the tree this process leads or joined ("" if none), for
- * PYROSHIM_HELPER.  Context: constructor, after ps_worker_start. */
+/* The name of the tree this process leads or joined ("" if none), and
+ * where its helper holds the tree's bell, for PYROSHIM_HELPER.  Context:
+ * constructor, after ps_worker_start. */
 const char *ps_worker_tree(void);
 
 /* 1 if the uploader is a helper process (0: a thread, or not started). */

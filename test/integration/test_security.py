@@ -528,7 +528,8 @@ class ChildEnvironment(SecretTest):
             ["PYROSCOPE_OUTPUT_DIR", "TRACEPARENT", "PYROSHIM_HELPER"])
         self.assertEqual(got["PYROSCOPE_OUTPUT_DIR"], os.path.join(self.tmp, "pyroshim-profiles"))
         self.assertRegex(got["TRACEPARENT"], r"^00-[0-9a-f]{32}-[0-9a-f]{16}-0[0-3]$")
-        self.assertRegex(got["PYROSHIM_HELPER"], r"^pyroshim-[0-9]+-[0-9a-f]{16}$")
+        # The socket, then the helper and its bell's descriptor.
+        self.assertRegex(got["PYROSHIM_HELPER"], r"^pyroshim-[0-9]+-[0-9a-f]{16}-[0-9]+-[0-9]+$")
         # An absolute directory is not rewritten; no correlation, no trace.
         self.assert_only_documented_changes(
             dict(secret_vars, PYROSCOPE_OUTPUT_DIR=self.out), ["PYROSHIM_HELPER"])

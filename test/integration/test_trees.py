@@ -72,6 +72,69 @@ class Trees(ShimTest):
         self.assertLessEqual(set(joined), pids)
         self.assertEqual(self.files(), ["tree.%d.cpu.folded" % r.pid, "tree.%d.cpu.pb.gz" % r.pid])
 
+    def test_short_commands_never_meet_the_helper(self):
+        """A command that ends within its notice's grace (20 ms) with
+        nothing recorded withdraws the notice: the helper makes no session
+        for it (the debug log names each session that ends), though the
+        command says in the info log which helper it belongs to.  CPU and
+        allocation profiling are off and block profiling on, so that the
+        shim runs and /bin/true records nothing.  The spin of 300 ms at the
+        end lives past the grace: its notice is taken."""
+        n = 20
+        env = self.env({"PYROSCOPE_LOG_LEVEL": "debug",
+                        "PYROSCOPE_PROFILING_CPU_ENABLED": "false",
+                        "PYROSCOPE_PROFILING_BLOCK_ENABLED": "true"})
+        del env["PYROSCOPE_APPLICATION_NAME"]
+        r = run(["bash", "-c", 'for i in {1..%d}; do /bin/true; done; "%s" 300' % (n, SPIN)], env)
+        self.assertEqual((r.rc, r.out, r.err), (0, b"", b""))
+        helper_log(self, self.log)
+        text = self.log_text()
+        names = {int(p): name for name, p in re.findall(r"info: profiling (\S+) \(pid (\d+)\)", text)}
+        trues = {p for p, name in names.items() if name == "true"}
+        spins = {p for p, name in names.items() if name == "spin"}
+        self.assertEqual((len(trues), len(spins)), (n, 1), text[-3000:])
+        self.assertLessEqual(trues | spins, set(self.joined()), text[-3000:])
+        ended = {int(p) for p in re.findall(r"uploader: pid (\d+)'s session ended", text)}
+        self.assertEqual(ended & trues, set(), text[-3000:])
+        self.assertLessEqual(spins, ended, text[-3000:])
+        self.assertEqual(self.helpers_started(), 1, text[-3000:])
+
+    def test_a_program_opens_the_numbers_it_opens_without_the_shim(self):
+        """An exec'd program of a tree hands its tables' descriptors to the
+        helper in its constructor, and keeps none: its own open(2) gets the
+        number it gets without the shim, and it sees the descriptors open
+        that it sees without the shim.  (No log file here: the shim's log
+        file is a descriptor of its own.)"""
+        code = ("import os\n"
+                "print(os.open('/dev/null', os.O_RDONLY), sorted(os.listdir('/proc/self/fd')))\n")
+        env = self.env({"CODE": code})
+        del env["PYROSCOPE_LOG_FILE"], env["PYROSCOPE_LOG_LEVEL"]
+        base = run(["bash", "-c", 'python3 -c "$CODE"'], clean_env({"CODE": code}, preload=False))
+        r = run(["bash", "-c", 'echo "$PYROSHIM_HELPER" >&2; python3 -c "$CODE"'], env)
+        self.assertEqual((base.rc, r.rc), (0, 0))
+        self.assertRegex(r.err, rb"^pyroshim-\d+-[0-9a-f]{16}-\d+-\d+\n$")
+        self.assertEqual(r.out, base.out)
+
+    def test_a_fork_child_of_a_program_just_exec_d_is_taken_with_it(self):
+        """forker forks after 4 ms of CPU, and its child ends 8 ms of CPU
+        later with samples recorded (1000 Hz): the child's notice is taken
+        at its end, often before the parent's own notice is due (20 ms
+        after its exec).  The parent's is then taken with it (it holds the
+        settings the child's session copies), so the child is a session of
+        the tree's one helper, labelled in the one set of files, and
+        nothing is refused.  (Without that, one run in three refused the
+        child.)"""
+        r = run(["bash", "-c", '"%s" 8; true' % os.path.join(PROG, "forker")],
+                self.env({"PYROSCOPE_SAMPLE_RATE": "1000", "PYROSCOPE_LOG_LEVEL": "debug"}))
+        self.assertEqual(r.rc, 0)
+        child = int(r.out)
+        helper_log(self, self.log)
+        text = self.log_text()
+        self.assertNotIn("not taken", text)
+        self.assertEqual(self.helpers_started(), 1, text[-3000:])
+        self.assertRegex(text, r"fork child %d of \d+ joined the tree" % child)
+        self.assertIn(child, self.pids_of("tree", "cpu.pb.gz"), text[-3000:])
+
     def test_the_pool_idiom_keeps_every_worker(self):
         """multiprocessing.Pool, as Python's documentation shows it: leaving
         the block SIGTERMs the workers.  With allocation profiling off, a
@@ -287,6 +350,7 @@ class Trees(ShimTest):
         r = run(["sh", "-c", 'exec env "%s" 200' % SPIN], self.env())
         self.assertEqual((r.rc, r.out, r.err), (0, b"", b""))
         self.assertEqual(self.helpers_started(), 1, self.log_text())
+        self.assertNotIn("not taken", self.log_text())
         got, pids = self.cpu_seconds()
         self.assertLess(abs(got / r.cpu - 1), 0.15, "profiles %.3f s of %.3f s" % (got, r.cpu))
         # Named from the files each image mapped, read from /proc/PID/maps
