@@ -189,6 +189,9 @@ ps_unwind_init(void)
 
 	if (unw.loaded)
 		return 0;
+	/* Go leaves' frames, before any timer is armed; found without
+	 * libunwind, which the uploader asks too (ps_gostack_objects). */
+	(void)ps_gostack_init();
 	rc = load();
 	if (rc)
 		return rc;
@@ -204,8 +207,6 @@ ps_unwind_init(void)
 	if (rc)
 		return -ENOSYS;
 	unw.loaded = 1;
-	/* Go leaves' frames, before any timer is armed. */
-	(void)ps_gostack_init();
 	/* The first capture runs libunwind's one-time initialisation, which
 	 * takes a lock: do it here, never in the handler. */
 	ps_unwind_here(ips, 8);

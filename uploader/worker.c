@@ -93,8 +93,9 @@ struct ctl {
 };
 
 /* A birth notice, in the tree's bell: a program of the tree says where
- * its control block and tables are (their descriptors, open in the
- * program until the helper has them, and their structs), so that the
+ * its control block and tables are (their descriptors -- a fork child's
+ * open in it until the helper has them, an exec'd image's handed over
+ * through the socket (struct hand) -- and their structs), so that the
  * helper serves it from its first instruction, whatever way it ends.  A
  * fork child writes one in its fork handler, an exec'd image in its
  * constructor (`exec`: its settings are its own, in its control block; a
@@ -217,9 +218,10 @@ static struct bell *tree_bell;
  * the children it reaped are drained ("the dead first") when it ends.
  * Written by the constructor's start(); 0 in a fork child. */
 static int tree_leader;
-/* A fork child's birth notice (NBIRTHS: none), until the helper took it
- * or refused it.  Written by ps_worker_child, then by the child's host
- * thread that learns the outcome (exit, exec, poke: one at a time). */
+/* This program's birth notice (NBIRTHS: none), until the helper took it
+ * or refused it.  Written by ps_worker_child (a fork child) or the
+ * constructor (an exec'd image), then by the host thread that learns the
+ * outcome (exit, exec, poke: one at a time). */
 static int birth_slot = NBIRTHS;
 
 /* The helper's sessions and the joins its accepting thread took.
@@ -229,20 +231,35 @@ static unsigned nss, ss_cap;
 static struct session *pending[MAX_PENDING];
 static unsigned npending;
 /* The descriptors announced programs handed over, by their notice's slot,
- * until the notice is taken or withdrawn. */
+ * until the notice is taken or withdrawn.  Protected by `hand_lock`, which
+ * the accepting thread takes alone (never behind a pass, which holds
+ * `lock`: taken first when both are). */
+static pthread_mutex_t hand_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
 	pid_t pid;
 	int n, fd[3];
 	uint64_t id[2];    /* the control block's device and inode */
 } handed[NBIRTHS];
 
-/* 1 if what was handed over for slot i is for the notice b there now
- * (not for an earlier image of the same process, say). */
+/* 1 if what was handed over for slot i is for the notice b there now,
+ * whose word is w (not for an earlier image of the same process, say).
+ * Holding `hand_lock`. */
 static int
-handed_for(int i, const struct birth *b, uint64_t w)
+handed_for_locked(int i, const struct birth *b, uint64_t w)
 {
 	return handed[i].pid && handed[i].pid == (pid_t)(w >> 8) &&
 	       handed[i].id[0] == b->id[0][0] && handed[i].id[1] == b->id[0][1];
+}
+
+static int
+handed_for(int i, const struct birth *b, uint64_t w)
+{
+	int r;
+
+	pthread_mutex_lock(&hand_lock);
+	r = handed_for_locked(i, b, w);
+	pthread_mutex_unlock(&hand_lock);
+	return r;
 }
 static int closing;                /* the loop ends: no more joins */
 static struct session root_s = { .root = 1, .pidfd = -1 };
@@ -576,6 +593,19 @@ add_session(struct session *s)
 	return 0;
 }
 
+/* The export state of the live session of process pid, or NULL.  Holding
+ * `lock`. */
+static const struct ps_export *
+session_of(pid_t pid)
+{
+	unsigned i;
+
+	for (i = 0; i < nss; i++)
+		if (ss[i]->pid == pid && !ss[i]->gone_at)
+			return ss[i]->x;
+	return NULL;
+}
+
 /* A program's settings, as it sent or announced them, made safe to read:
  * 0, or -1 if they are another build's. */
 static int
@@ -602,38 +632,50 @@ take_birth(struct birth *b, int orphans, int now)
 	const struct ps_export *px = NULL;
 	struct session *s;
 	size_t len = (sizeof(*s) + 4095) & ~(size_t)4095;
-	int fd[3] = { -1, -1, -1 }, i, ok = 0, exec = b->exec, slot = (int)(b - tree_bell->births);
+	int fd[3] = { -1, -1, -1 }, i, ok = 0, exec, slot = (int)(b - tree_bell->births);
 	const char *why = "out of memory";
 	uint64_t w = atomic_load_explicit(&b->word, memory_order_acquire);
-	pid_t pid = (pid_t)(w >> 8);
+	uint64_t age = ps_clock_ns(CLOCK_MONOTONIC) - b->at;
+	pid_t pid = (pid_t)(w >> 8), ppid;
+	struct birth *p;
 	unsigned k;
 
-	for (k = 0; k < nss && !px && !exec; k++)
-		if (ss[k]->pid == b->ppid && !ss[k]->gone_at)
-			px = ss[k]->x;
-	/* A fork child whose parent's own notice waits (an image exec'd
-	 * less than the grace ago): the parent is taken with it. */
-	for (k = 0; k < NBIRTHS && !px && !exec && (w & 0xff) == BIRTH_READY; k++) {
-		struct birth *p = &tree_bell->births[k];
-		uint64_t pw = atomic_load_explicit(&p->word, memory_order_acquire);
-
-		if (p != b && (pw & 0xff) == BIRTH_READY && (pid_t)(pw >> 8) == b->ppid) {
-			take_birth(p, orphans, 1);
-			for (i = 0; i < (int)nss && !px; i++)
-				if (ss[i]->pid == b->ppid && !ss[i]->gone_at)
-					px = ss[i]->x;
-		}
-	}
-	/* An exec'd image's descriptors come through the socket, after its
-	 * notice: not yet there, the notice waits for them, a while. */
-	if (exec && !handed_for(slot, b, w) &&
-	    ps_clock_ns(CLOCK_MONOTONIC) - b->at < JOIN_TIMEOUT_MS * 1000000ull)
+	if ((w & 0xff) != BIRTH_READY)
 		return;
-	if ((w & 0xff) != BIRTH_READY || (!exec && !px && !orphans) ||
-	    (!now && !atomic_load(&b->urgent) &&
-	     ps_clock_ns(CLOCK_MONOTONIC) - b->at < BIRTH_GRACE_NS) ||
+	exec = b->exec;
+	ppid = b->ppid;
+	/* Not due: in its grace; or an exec'd image's descriptors, which
+	 * come through the socket after its notice, are not there yet (for
+	 * a while). */
+	if ((exec && !handed_for(slot, b, w) && age < JOIN_TIMEOUT_MS * 1000000ull) ||
+	    (!now && !atomic_load(&b->urgent) && age < BIRTH_GRACE_NS))
+		return;
+	px = session_of(ppid);
+	/* A fork child whose parent's own notice waits (an image exec'd
+	 * less than the grace ago): the parent is taken with it (an exec'd
+	 * image's notice needs no parent: no deeper), or the child waits for
+	 * its parent's descriptors. */
+	for (k = 0; k < NBIRTHS && !exec && !px; k++) {
+		p = &tree_bell->births[k];
+		w = atomic_load_explicit(&p->word, memory_order_acquire);
+		if (p == b || (w & 0xff) != BIRTH_READY || (pid_t)(w >> 8) != ppid || !p->exec)
+			continue;
+		take_birth(p, orphans, 1);
+		px = session_of(ppid);
+		if (!px && (atomic_load(&p->word) & 0xff) == BIRTH_READY)
+			return;
+	}
+	w = (uint64_t)pid << 8 | BIRTH_READY;
+	if ((!exec && !px && !orphans) ||
 	    !atomic_compare_exchange_strong(&b->word, &w, (w & ~(uint64_t)0xff) | BIRTH_TAKING))
 		return;
+	/* Ours now, and no longer written by the program.  The same pid may
+	 * have withdrawn a notice in this slot and written another since the
+	 * first look (a shell's child that execs): then look again. */
+	if (b->exec != exec || b->ppid != ppid) {
+		atomic_store_explicit(&b->word, w, memory_order_release);
+		return;
+	}
 	s = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (s == MAP_FAILED) {
 		s = NULL;
@@ -646,10 +688,12 @@ take_birth(struct birth *b, int orphans, int now)
 		goto out;
 	s->pid = pid;
 	s->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-	if (exec && handed_for(slot, b, w)) {
+	pthread_mutex_lock(&hand_lock);
+	if (exec && handed_for_locked(slot, b, (uint64_t)pid << 8)) {
 		memcpy(fd, handed[slot].fd, (size_t)handed[slot].n * sizeof(int));
 		handed[slot].n = handed[slot].pid = 0;   /* fd[] has them now */
 	}
+	pthread_mutex_unlock(&hand_lock);
 	for (i = 0; i < 3 && !exec; i++)
 		fd[i] = their_fd(pid, b->fd[i], b->id[i]);
 	s->c = map_fd(fd[0], sizeof(*s->c), b->id[0], &s->ctl_inode);
@@ -733,6 +777,25 @@ births_due(void)
 	return due;
 }
 
+/* 1 if a notice in the bell waits for its descriptors (an exec'd image's,
+ * written less than a second ago).  Holding `lock`. */
+static int
+hands_awaited(void)
+{
+	const struct birth *b;
+	uint64_t w;
+	int i;
+
+	for (i = 0; tree_bell && i < NBIRTHS; i++) {
+		b = &tree_bell->births[i];
+		w = atomic_load_explicit(&b->word, memory_order_acquire);
+		if ((w & 0xff) == BIRTH_READY && b->exec && !handed_for(i, b, w) &&
+		    ps_clock_ns(CLOCK_MONOTONIC) - b->at < JOIN_TIMEOUT_MS * 1000000ull)
+			return 1;
+	}
+	return 0;
+}
+
 /* The birth notices in the tree's bell that are due, or (`now`) every
  * one.  Holding `lock`. */
 static void
@@ -744,16 +807,18 @@ take_births(int now)
 	if (!tree_bell)
 		return;
 	/* Descriptors handed over for a notice that was withdrawn. */
+	pthread_mutex_lock(&hand_lock);
 	for (i = 0; i < NBIRTHS; i++) {
 		uint64_t w = atomic_load_explicit(&tree_bell->births[i].word, memory_order_acquire);
 
 		if (handed[i].pid && ((w & 0xff) == BIRTH_FREE ||
-				      !handed_for(i, &tree_bell->births[i], w))) {
+				      !handed_for_locked(i, &tree_bell->births[i], w))) {
 			while (handed[i].n)
 				close(handed[i].fd[--handed[i].n]);
 			handed[i].pid = 0;
 		}
 	}
+	pthread_mutex_unlock(&hand_lock);
 	/* Again while a pass adds sessions: a child announced before its
 	 * parent (itself a fork child) became one has its parent now.  Then
 	 * the rest, which are refused. */
@@ -786,7 +851,19 @@ static void
 end_session(unsigned i)
 {
 	struct session *s = ss[i];
+	struct birth *b;
+	uint64_t w;
+	int k;
 
+	/* Its fork children's notices in their grace are taken now, while
+	 * its settings are here to copy: a parent that ends at once (sh -c
+	 * 'prog &') leaves its children in the tree. */
+	for (k = 0; tree_bell && !s->gone_at && k < NBIRTHS; k++) {
+		b = &tree_bell->births[k];
+		w = atomic_load_explicit(&b->word, memory_order_acquire);
+		if ((w & 0xff) == BIRTH_READY && !b->exec && b->ppid == s->pid)
+			take_birth(b, 0, 1);
+	}
 	ss[i] = ss[--nss];
 	/* Its last interval (with no live heap: its image is gone) goes with
 	 * its group's next upload, its run stays in its files. */
@@ -906,10 +983,11 @@ loop(int helper_side)
 			else
 				i++;
 		/* The last program is gone: the notices in their grace are
-		 * taken now, or never. */
+		 * taken now, or never; one whose descriptors are still on
+		 * their way is waited for (births_due: at most a second). */
 		if (!nss)
 			take_births(1);
-		if (!nss) {
+		if (!nss && !hands_awaited()) {
 			closing = 1;    /* the accepting thread answers no one now */
 			(void)ps_group_pass();
 			/* The ended programs' last intervals, in the helper: no
@@ -1049,8 +1127,9 @@ hand_over(const struct hand *h, pid_t pid, int *fds, int nfd)
 	struct stat sb;
 	int slot = h->slot;
 
+	/* (pid 0: a program in a pid namespace this helper does not see.) */
 	if (memcmp(h->magic, REG_MAGIC, sizeof(REG_MAGIC)) || slot < 0 || slot >= NBIRTHS ||
-	    !tree_bell) {
+	    !tree_bell || pid <= 0) {
 		while (nfd > 0)
 			close(fds[--nfd]);
 		return;
@@ -1060,7 +1139,7 @@ hand_over(const struct hand *h, pid_t pid, int *fds, int nfd)
 			close(fds[--nfd]);
 		return;
 	}
-	pthread_mutex_lock(&lock);
+	pthread_mutex_lock(&hand_lock);
 	while (handed[slot].n)
 		close(handed[slot].fd[--handed[slot].n]);
 	handed[slot].pid = pid;
@@ -1068,13 +1147,14 @@ hand_over(const struct hand *h, pid_t pid, int *fds, int nfd)
 	handed[slot].id[0] = (uint64_t)sb.st_dev;
 	handed[slot].id[1] = (uint64_t)sb.st_ino;
 	memcpy(handed[slot].fd, fds, (size_t)nfd * sizeof(int));
-	pthread_mutex_unlock(&lock);
+	pthread_mutex_unlock(&hand_lock);
 	sem_post(bell);   /* a notice waiting for them is due now */
 }
 
-/* One program's join on connection fd: its message, its mappings, its
- * pidfd; answered with this helper's pid and bell once queued.  A join
- * that fails gets no answer, so the program makes a helper of its own. */
+/* One message on connection fd: an announced program's descriptors
+ * (hand_over), or a join: its message, its mappings, its pidfd; answered
+ * with this helper's pid and bell once queued.  A join that fails gets no
+ * answer, so the program makes a helper of its own. */
 static void
 admit(int fd)
 {
@@ -1147,7 +1227,7 @@ out:
 		session_unmap(s);
 }
 
-/* The helper's accepting thread: joins, one at a time. */
+/* The helper's accepting thread: joins and hand-overs, one at a time. */
 static void *
 accept_main(void *arg)
 {
@@ -1508,8 +1588,8 @@ tree_alive(void)
  * block and tables.  A fork child's descriptors stay open, out of its way,
  * until the helper has them.  `exec`: an exec'd image, whose settings are
  * in its control block, and which hands its descriptors over next (hand()).
- * Returns 0, or -1: no free slot (the helper is behind) or no descriptor.
- * Context: fork child handler, constructor. */
+ * Returns 0, -1 (no free slot: the helper is behind) or -2 (no
+ * descriptor).  Context: fork child handler, constructor. */
 static int
 notice(int exec)
 {
@@ -1524,7 +1604,7 @@ notice(int exec)
 	fd[1] = ps_shmem_fd(x->st->c);
 	fd[2] = x->lt ? ps_shmem_fd(x->lt->c) : -1;
 	if (fd[0] < 0 || fd[1] < 0 || (x->lt && fd[2] < 0))
-		return -1;
+		return -2;
 	for (slot = 0; slot < NBIRTHS && !b; slot++) {
 		w = BIRTH_FREE;
 		if (atomic_compare_exchange_strong(&tree_bell->births[slot].word, &w,
@@ -1604,7 +1684,7 @@ announce(const char *name, const char **why)
 	uint64_t me = (uint64_t)getpid() << 8, w;
 	char *end;
 	long hpid, bfd;
-	int p, fd = -1;
+	int p, fd = -1, rc;
 
 	if (tree_bell) {   /* announced before, and withdrawn (an exec failed) */
 		(void)munmap(tree_bell, sizeof(*tree_bell));
@@ -1646,8 +1726,10 @@ announce(const char *name, const char **why)
 	if (memcmp(b->magic, REG_MAGIC, sizeof(REG_MAGIC)) || strncmp(b->name, name, k) ||
 	    b->name[k] || atomic_load(&b->helper_pid) != hpid || !tree_alive())
 		goto fail;
-	*why = "its bell has no free slot";
-	if (notice(1))
+	rc = notice(1);
+	*why = rc == -2 ? "its tables have no descriptor to hand over" :
+	       "its bell has no free slot";
+	if (rc)
 		goto fail;
 	*why = "its socket did not take this program's tables at once";
 	w = me | BIRTH_READY;
@@ -1828,7 +1910,7 @@ ps_worker_start(struct ps_export *e, uint64_t interval_ns, uint64_t flush_timeou
 	return start();
 }
 
-/* ---- a fork child's birth notice ------------------------------------ */
+/* ---- a fork child's birth notice, and where notices stand ------------ */
 
 /* Fork child: announce this child in the tree's bell, so that the tree's
  * helper serves it from now on, however it ends.  Returns 0, or -1: the
@@ -1839,7 +1921,7 @@ born(void)
 {
 	if (!tree_bell || !tree_alive() || ctl_new())
 		return -1;
-	return notice(0);
+	return notice(0) ? -1 : 0;
 }
 
 /* Where this child's birth notice stands: 1 taken, 0 not yet (withdraw:
@@ -1870,10 +1952,10 @@ pause_ms(void)
 	(void)syscall(SYS_clock_nanosleep, CLOCK_MONOTONIC, 0, &step, NULL);
 }
 
-/* A fork child that announced itself and must know: wait until its notice
+/* A program that announced itself and must know: wait until its notice
  * is taken, at most JOIN_TIMEOUT_MS, then withdraw it.  One not taken
  * makes a helper of its own, as a fork child outside a tree.  Returns 0
- * when the child has a helper.  Context: the exit, _exit or exec hooks,
+ * when the program has a helper.  Context: the exit, _exit or exec hooks,
  * poke; async-signal-safe. */
 PS_SIGSAFE static int
 settle(void)
@@ -1891,6 +1973,8 @@ settle(void)
 	while (!o) {   /* being taken: a few system calls away */
 		pause_ms();
 		o = birth_outcome(0);
+		if (!o && !tree_alive())
+			o = -1;   /* the helper died taking it */
 	}
 	birth_slot = NBIRTHS;
 	if (o > 0) {
@@ -1951,14 +2035,15 @@ request(int req, uint64_t timeout_ns)
 	struct timespec ts = to_ts(deadline);
 	pid_t pid;
 
-	/* Nothing to write or send: not worth waiting for, nor (a fork
-	 * child whose notice is pending) the helper's taking it, unless the
-	 * leader of a tree with other programs ends: its children are
-	 * drained first.  An exec ends no span. */
+	/* Nothing to write or send: not worth waiting for, nor (a program
+	 * whose notice is pending) the helper's taking it, unless the leader
+	 * of a tree with other programs ends: its children are drained
+	 * first.  An exec ends no span. */
 	if (helper && (req == REQ_EXEC || !(x->span && x->remote.otlp_url[0])) &&
 	    ps_stacktab_empty(x->st) &&
 	    !(tree_leader && tree_bell && req == REQ_FINAL && atomic_load(&tree_bell->members))) {
-		/* A shell's child: its notice is withdrawn, no session made. */
+		/* A shell's child, a short command: its notice is withdrawn,
+		 * no session made. */
 		if (birth_slot != NBIRTHS && birth_outcome(1) < 0) {
 			/* As a fork child outside a tree: no uploader until it
 			 * is due (the exec may fail: a shell tries every

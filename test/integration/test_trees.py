@@ -135,6 +135,35 @@ class Trees(ShimTest):
         self.assertRegex(text, r"fork child %d of \d+ joined the tree" % child)
         self.assertIn(child, self.pids_of("tree", "cpu.pb.gz"), text[-3000:])
 
+    def test_a_child_outlives_a_parent_that_ends_at_once(self):
+        """The tree's leader forks a child that computes 300 ms, and ends
+        5 ms later, before the child's notice is due: the notice is taken
+        as the leader's session ends, with its settings, so the tree's one
+        helper serves the child to its end (run() returns once the child
+        closed its stdout), and labels it in the leader's files.  Before,
+        the notice was refused (its parent gone) and the child made a
+        helper of its own."""
+        code = ("import os, time\n"
+                "pid = os.fork()\n"
+                "if pid == 0:\n"
+                "    t = time.process_time()\n"
+                "    while time.process_time() - t < 0.3:\n"
+                "        pass\n"
+                "    os._exit(0)\n"
+                "print(pid, flush=True)\n"
+                "time.sleep(0.005)\n"
+                "os._exit(0)\n")
+        r = run(["python3", "-c", code], self.env({"PYROSCOPE_LOG_LEVEL": "debug",
+                                                   "PYROSCOPE_SAMPLE_RATE": "100"}))
+        self.assertEqual((r.rc, r.err), (0, b""))
+        child = int(r.out)
+        helper_log(self, self.log)
+        text = self.log_text()
+        self.assertNotIn("not taken", text)
+        self.assertEqual(self.helpers_started(), 1, text[-3000:])
+        self.assertRegex(text, r"fork child %d of \d+ joined the tree" % child)
+        self.assertIn(child, self.pids_of("tree", "cpu.pb.gz"), text[-3000:])
+
     def test_the_pool_idiom_keeps_every_worker(self):
         """multiprocessing.Pool, as Python's documentation shows it: leaving
         the block SIGTERMs the workers.  With allocation profiling off, a
