@@ -26,10 +26,14 @@ ps_process_is_self(void)
 	return pid != 0 && pid == (int)getpid();
 }
 
+/* Not in a vfork child (between vfork and exec, dash's way of running a
+ * command): it shares the parent's memory, and what the uploader's side
+ * would do there (settle the parent's birth notice, start a helper) would
+ * be done to the parent's state from the wrong process. */
 void
 ps_process_wake(void)
 {
-	if (ops && ops->wake)
+	if (ops && ops->wake && ps_process_is_self())
 		ops->wake();
 }
 

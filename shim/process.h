@@ -46,7 +46,8 @@ void ps_process_setup(const struct ps_process_ops *ops, int pid);
  * Context: any thread; async-signal-safe. */
 int ps_process_is_self(void) PS_SIGSAFE;
 
-/* The events; each forwards to its op when the shim is active here. */
+/* The events; each forwards to its op when the shim is active here (wake:
+ * and in this process, not in a vfork child sharing its memory). */
 void ps_process_wake(void);
 void ps_process_host_thread(int delta);
 void ps_process_before_exec(void);
