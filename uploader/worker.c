@@ -251,13 +251,17 @@ handed_for_locked(int i, const struct birth *b, uint64_t w)
 	       handed[i].id[0] == b->id[0][0] && handed[i].id[1] == b->id[0][1];
 }
 
+/* 1 if the notice b in slot i, whose word is w, is an exec'd image's whose
+ * descriptors have not come through the socket yet. */
 static int
-handed_for(int i, const struct birth *b, uint64_t w)
+hand_awaited(int i, const struct birth *b, uint64_t w)
 {
 	int r;
 
+	if (!b->exec)
+		return 0;
 	pthread_mutex_lock(&hand_lock);
-	r = handed_for_locked(i, b, w);
+	r = !handed_for_locked(i, b, w);
 	pthread_mutex_unlock(&hand_lock);
 	return r;
 }
@@ -647,7 +651,7 @@ take_birth(struct birth *b, int orphans, int now)
 	/* Not due: in its grace; or an exec'd image's descriptors, which
 	 * come through the socket after its notice, are not there yet (for
 	 * a while). */
-	if ((exec && !handed_for(slot, b, w) && age < JOIN_TIMEOUT_MS * 1000000ull) ||
+	if ((hand_awaited(slot, b, w) && age < JOIN_TIMEOUT_MS * 1000000ull) ||
 	    (!now && !atomic_load(&b->urgent) && age < BIRTH_GRACE_NS))
 		return;
 	px = session_of(ppid);
@@ -769,7 +773,7 @@ births_due(void)
 		w = atomic_load_explicit(&tree_bell->births[i].word, memory_order_acquire);
 		if ((w & 0xff) != BIRTH_READY)
 			continue;
-		if (tree_bell->births[i].exec && !handed_for(i, &tree_bell->births[i], w))
+		if (hand_awaited(i, &tree_bell->births[i], w))
 			due = min_u64(due, tree_bell->births[i].at + JOIN_TIMEOUT_MS * 1000000ull);
 		else
 			due = min_u64(due, tree_bell->births[i].at + BIRTH_GRACE_NS);
@@ -789,7 +793,7 @@ hands_awaited(void)
 	for (i = 0; tree_bell && i < NBIRTHS; i++) {
 		b = &tree_bell->births[i];
 		w = atomic_load_explicit(&b->word, memory_order_acquire);
-		if ((w & 0xff) == BIRTH_READY && b->exec && !handed_for(i, b, w) &&
+		if ((w & 0xff) == BIRTH_READY && hand_awaited(i, b, w) &&
 		    ps_clock_ns(CLOCK_MONOTONIC) - b->at < JOIN_TIMEOUT_MS * 1000000ull)
 			return 1;
 	}
@@ -1575,6 +1579,20 @@ reg_fill(void)
 	r->cfg = *x->cfg;
 }
 
+/* The descriptors of this program's control block, stack table and (if
+ * any) live table, into fd[3] (-1 for no live table).  Returns how many
+ * there are, or -1 if one has none (memfd_create refused). */
+static int
+table_fds(int fd[3])
+{
+	fd[0] = ps_shmem_fd(c);
+	fd[1] = ps_shmem_fd(x->st->c);
+	fd[2] = x->lt ? ps_shmem_fd(x->lt->c) : -1;
+	if (fd[0] < 0 || fd[1] < 0 || (x->lt && fd[2] < 0))
+		return -1;
+	return x->lt ? 3 : 2;
+}
+
 /* 1 if the tree's helper is running. */
 PS_SIGSAFE static int
 tree_alive(void)
@@ -1600,10 +1618,7 @@ notice(int exec)
 
 	if (!exec)
 		ps_shmem_park_fds();   /* an exec'd image hands them over at once */
-	fd[0] = ps_shmem_fd(c);
-	fd[1] = ps_shmem_fd(x->st->c);
-	fd[2] = x->lt ? ps_shmem_fd(x->lt->c) : -1;
-	if (fd[0] < 0 || fd[1] < 0 || (x->lt && fd[2] < 0))
+	if (table_fds(fd) < 0)
 		return -2;
 	for (slot = 0; slot < NBIRTHS && !b; slot++) {
 		w = BIRTH_FREE;
@@ -1639,6 +1654,8 @@ notice(int exec)
 	return 0;
 }
 
+PS_SIGSAFE static int birth_outcome(int withdraw);
+
 /* Hand this program's descriptors to the helper of the tree named `name`
  * for its notice: one message, not answered.  Never waits: a full backlog
  * or socket buffer fails at once.  Returns 0 or -1. */
@@ -1648,12 +1665,10 @@ hand(const char *name)
 	struct hand h;
 	struct sockaddr_un a;
 	socklen_t n = tree_addr(&a, name);
-	int fds[3], nfd = 2, fd, rc = -1;
+	int fds[3], nfd = table_fds(fds), fd, rc = -1;
 
-	fds[0] = ps_shmem_fd(c);
-	fds[1] = ps_shmem_fd(x->st->c);
-	fds[2] = x->lt ? ps_shmem_fd(x->lt->c) : -1;
-	nfd += x->lt != NULL;
+	if (nfd < 0)
+		return -1;
 	memset(&h, 0, sizeof(h));
 	memcpy(h.magic, REG_MAGIC, sizeof(REG_MAGIC));
 	h.slot = birth_slot;
@@ -1681,7 +1696,6 @@ announce(const char *name, const char **why)
 	struct bell *b;
 	size_t k = sock_len(name);
 	const char *q = name + k;
-	uint64_t me = (uint64_t)getpid() << 8, w;
 	char *end;
 	long hpid, bfd;
 	int p, fd = -1, rc;
@@ -1732,9 +1746,7 @@ announce(const char *name, const char **why)
 	if (rc)
 		goto fail;
 	*why = "its socket did not take this program's tables at once";
-	w = me | BIRTH_READY;
-	if (hand(name) == 0 ||
-	    !atomic_compare_exchange_strong(&b->births[birth_slot].word, &w, BIRTH_FREE)) {
+	if (hand(name) == 0 || birth_outcome(1) >= 0) {
 		/* The helper has them; or it is taking the notice already,
 		 * and refuses it for want of them: the program then makes a
 		 * helper of its own at its end, from its mappings. */
@@ -1762,15 +1774,11 @@ join(const char *name, const char **why)
 	struct ucred cr;
 	socklen_t crl = sizeof(cr), n = tree_addr(&a, name);
 	struct pollfd p;
-	int fds[MAX_FDS], nfd = 2, fd, bfd = -1, nb;
+	int fds[MAX_FDS], nfd = table_fds(fds), fd, bfd = -1, nb;
 	struct bell *b;
 	ssize_t got;
 
-	fds[0] = ps_shmem_fd(c);
-	fds[1] = ps_shmem_fd(x->st->c);
-	fds[2] = x->lt ? ps_shmem_fd(x->lt->c) : -1;
-	nfd += x->lt != NULL;
-	if (fds[0] < 0 || fds[1] < 0 || (x->lt && fds[2] < 0)) {
+	if (nfd < 0) {
 		*why = "its tables have no descriptor to hand over (memfd_create refused)";
 		return -1;
 	}

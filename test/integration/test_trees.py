@@ -52,6 +52,17 @@ class Trees(ShimTest):
                 re.findall(r"pyroshim\[(\d+)\]: info: uploader: joined the tree's helper "
                            r"\(pid (\d+)\)", self.log_text())}
 
+    def assert_a_session_of_the_one_helper(self, child):
+        """Fork child `child` was a session of the tree's one helper (its
+        debug log says so), nothing was refused, and the child is labelled
+        in the tree's CPU profile."""
+        helper_log(self, self.log)
+        text = self.log_text()
+        self.assertNotIn("not taken", text)
+        self.assertEqual(self.helpers_started(), 1, text[-3000:])
+        self.assertRegex(text, r"fork child %d of \d+ joined the tree" % child)
+        self.assertIn(child, self.pids_of("tree", "cpu.pb.gz"), text[-3000:])
+
     def test_a_shell_loop_makes_one_helper_and_every_process_is_counted(self):
         """40 processes of 25 ms at 100 Hz: each is a session of the one
         helper.  Tolerance: as ShortProcesses' (test_cpu), whose bound is
@@ -127,13 +138,7 @@ class Trees(ShimTest):
         r = run(["bash", "-c", '"%s" 8; true' % os.path.join(PROG, "forker")],
                 self.env({"PYROSCOPE_SAMPLE_RATE": "1000", "PYROSCOPE_LOG_LEVEL": "debug"}))
         self.assertEqual(r.rc, 0)
-        child = int(r.out)
-        helper_log(self, self.log)
-        text = self.log_text()
-        self.assertNotIn("not taken", text)
-        self.assertEqual(self.helpers_started(), 1, text[-3000:])
-        self.assertRegex(text, r"fork child %d of \d+ joined the tree" % child)
-        self.assertIn(child, self.pids_of("tree", "cpu.pb.gz"), text[-3000:])
+        self.assert_a_session_of_the_one_helper(int(r.out))
 
     def test_a_child_outlives_a_parent_that_ends_at_once(self):
         """The tree's leader forks a child that computes 300 ms, and ends
@@ -156,13 +161,7 @@ class Trees(ShimTest):
         r = run(["python3", "-c", code], self.env({"PYROSCOPE_LOG_LEVEL": "debug",
                                                    "PYROSCOPE_SAMPLE_RATE": "100"}))
         self.assertEqual((r.rc, r.err), (0, b""))
-        child = int(r.out)
-        helper_log(self, self.log)
-        text = self.log_text()
-        self.assertNotIn("not taken", text)
-        self.assertEqual(self.helpers_started(), 1, text[-3000:])
-        self.assertRegex(text, r"fork child %d of \d+ joined the tree" % child)
-        self.assertIn(child, self.pids_of("tree", "cpu.pb.gz"), text[-3000:])
+        self.assert_a_session_of_the_one_helper(int(r.out))
 
     def test_the_pool_idiom_keeps_every_worker(self):
         """multiprocessing.Pool, as Python's documentation shows it: leaving
