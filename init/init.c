@@ -364,13 +364,18 @@ start(void)
 		g.x.dir[0] ? g.x.dir : g.x.remote.on ? g.x.remote.base : "nowhere");
 }
 
+/* main finds errno as it would without the shim: the start-up's failed
+ * calls (a directory not made yet, a tree's bell out of sight) are ours. */
 __attribute__((constructor)) static void
 ps_init(void)
 {
+	int saved = errno;
+
 	ps_hook_malloc_resolve();
 	/* setuid/setgid/capabilities: never act on the environment. */
 	if (getauxval(AT_SECURE)) {
 		ps_alloc_off();
+		errno = saved;
 		return;
 	}
 	ps_guard_enter();
@@ -378,6 +383,7 @@ ps_init(void)
 	if (!active || !g.cfg.alloc_enabled)
 		ps_alloc_off();
 	ps_guard_leave();
+	errno = saved;
 }
 
 __attribute__((destructor)) static void

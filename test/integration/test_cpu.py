@@ -164,6 +164,19 @@ class ShortProcesses(ShimTest):
 
 
 class HostUntouched(ShimTest):
+    def test_main_finds_errno_as_without_the_shim(self):
+        """The shim's constructor makes calls that fail (the output
+        directory is not there yet): main finds errno as without the shim,
+        for the tree's leader and for a program exec'd below it."""
+        prog = os.path.join(PROG, "errno_at_main")
+        base = run([prog], clean_env(preload=False))
+        env = clean_env({"PYROSCOPE_OUTPUT_DIR": os.path.join(self.tmp, "not-yet")})
+        lone = run([prog], env)
+        below = run(["bash", "-c", '"%s"; true' % prog], env)
+        self.assertEqual((base.rc, base.out), (0, b"0\n"))
+        self.assertEqual((lone.rc, lone.out, lone.err), (0, base.out, b""))
+        self.assertEqual((below.rc, below.out, below.err), (0, base.out, b""))
+
     def test_exec_without_preload_survives_armed_timer(self):
         # Each `env -u LD_PRELOAD spin` execs an image with no handler; a
         # timer left armed across the exec would kill it with SIGPROF.
