@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -273,21 +274,48 @@ scan_vdso(struct scan *sc, uintptr_t lo, uintptr_t hi)
 	sc->err = scan_add(sc, &info, 0);
 }
 
+/* The watched program's maps (this process's if none is watched): the
+ * lines it left at its end once they are there (*left 1), else its
+ * /proc/PID/maps.  NULL when neither can be read. */
+static FILE *
+open_maps(const struct ps_modules *s, int *left)
+{
+	char path[64];
+	uint32_t n = s->left.text ? atomic_load_explicit(s->left.len, memory_order_acquire) : 0;
+
+	*left = n != 0;
+	if (n)
+		return fmemopen((void *)s->left.text, n < s->left.cap ? n : s->left.cap, "r");
+	snprintf(path, sizeof(path), "/proc/%d/maps", s->watched ? (int)s->watched : (int)getpid());
+	return fopen(path, "re");
+}
+
+/* 1 if the watched program left its lines (its maps read before may have
+ * been cut short by its end). */
+static int
+left_now(const struct ps_modules *s)
+{
+	return s->left.text && atomic_load_explicit(s->left.len, memory_order_acquire) != 0;
+}
+
 /* Add the watched program's executable file mappings that the scan does
  * not cover: objects it loaded after the helper was forked.  They are read
- * from /proc/PID/maps, which needs no ptrace rights; -ESRCH once the
- * program is gone (the caller then keeps the list it had). */
+ * from /proc/PID/maps, which needs no ptrace rights, or from the lines it
+ * left at its end; -ESRCH once the program is gone without leaving any
+ * (the caller then keeps the list it had). */
 static int
-scan_watched(struct scan *sc, pid_t watched)
+scan_watched(struct scan *sc, struct ps_modules *s)
 {
-	char path[64], line[PATH_MAX + 128], perms[8], file[PATH_MAX];
+	char line[PATH_MAX + 128], perms[8], file[PATH_MAX];
 	unsigned long lo, hi;
 	unsigned long long off;
 	uint32_t base_n = sc->n;
+	int left;
 	FILE *f;
 
-	snprintf(path, sizeof(path), "/proc/%d/maps", (int)watched);
-	f = fopen(path, "re");
+	f = open_maps(s, &left);
+	if (!f && !left && left_now(s))   /* it left them as it went */
+		f = open_maps(s, &left);
 	if (!f)
 		return -ESRCH;
 	while (!sc->err && sc->n < MAX_MODULES && fgets(line, sizeof(line), f)) {
@@ -303,6 +331,10 @@ scan_watched(struct scan *sc, pid_t watched)
 			scan_vdso(sc, lo, hi);
 	}
 	fclose(f);
+	/* It ended while they were read (a zombie's are empty): its own
+	 * lines at the next look-up. */
+	if (!left && left_now(s))
+		s->stale = 1;
 	return sc->err;
 }
 
@@ -310,14 +342,13 @@ int
 ps_modules_region(const struct ps_modules *s, uintptr_t ip, uintptr_t *lo, uintptr_t *hi,
 		  uint64_t *off, char *name, size_t len)
 {
-	char path[64], line[PATH_MAX + 128], file[PATH_MAX];
+	char line[PATH_MAX + 128], file[PATH_MAX];
 	unsigned long a, b;
 	unsigned long long o;
-	int rc = -ENOENT;
+	int rc = -ENOENT, left;
 	FILE *f;
 
-	snprintf(path, sizeof(path), "/proc/%d/maps", s->watched ? (int)s->watched : (int)getpid());
-	f = fopen(path, "re");
+	f = open_maps(s, &left);
 	if (!f)
 		return -ENOENT;
 	while (rc && fgets(line, sizeof(line), f)) {
@@ -370,7 +401,7 @@ ps_modules_scan(struct ps_modules *s)
 	s->stale = 0;
 	if (!s->only)
 		dl_iterate_phdr(scan_cb, &sc);
-	if (!sc.err && s->watched && scan_watched(&sc, s->watched) == -ESRCH) {
+	if (!sc.err && s->watched && scan_watched(&sc, s) == -ESRCH) {
 		/* The program is gone: what was learned of it stays. */
 		s->watched = 0;
 		keep_learned(s, &sc);

@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include "common/ps.h"
 #include "symbolize/elf.h"
+#include "symbolize/symbols.h"
 
 enum { PS_MOD_NEW = 0, PS_MOD_READY = 1, PS_MOD_NOFILE = 2 };
 
@@ -46,6 +47,7 @@ struct ps_modules {
 				 * no object may be in one it missed (the next
 				 * find walks again) */
 	pid_t watched;          /* ps_symbols_watch; 0: this process */
+	struct ps_maps_left left; /* where it leaves its maps (text NULL: nowhere) */
 	int only;               /* the watched process's objects alone */
 };
 

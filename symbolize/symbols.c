@@ -387,9 +387,11 @@ ps_symbols_new(struct ps_symbols **out, uintptr_t skip_lo, uintptr_t skip_hi)
 }
 
 void
-ps_symbols_watch(struct ps_symbols *s, pid_t pid, int only)
+ps_symbols_watch(struct ps_symbols *s, pid_t pid, int only, const struct ps_maps_left *left)
 {
 	s->mods.watched = pid;
+	if (left)
+		s->mods.left = *left;
 	s->mods.only = only;
 	s->mods.stale = 1;
 }

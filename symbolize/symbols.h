@@ -158,14 +158,28 @@ int ps_symbols_mapping(struct ps_symbols *s, uintptr_t ip, struct ps_map_info *o
  * Context: the owner. */
 void ps_symbols_invalidate(struct ps_symbols *s);
 
+/* Where a watched program leaves its object list when it ends without
+ * waiting for its last pass (a tree's member, worker.c): the executable
+ * lines of its /proc/PID/maps, `*len` bytes of `text` (0: not yet; never
+ * more than `cap` are read), published by a release store of *len.
+ * Memory the program wrote: parsed as any maps file, trusted no further. */
+struct ps_maps_left {
+	const char *text;
+	const _Atomic uint32_t *len;
+	uint32_t cap;
+};
+
 /* Look up the objects of process `pid` (no ptrace rights needed: its
  * /proc/PID/maps and the files themselves).  `only` 0: as well as this
  * process's own, for a helper forked from the program, which learns so of
  * the objects the program loaded later; 1: its objects alone, for a
  * program the helper is no copy of (a session of the tree's helper,
- * worker.h).  Once the program is gone, the objects already known are
- * kept.  Context: the owner, before any look-up. */
-void ps_symbols_watch(struct ps_symbols *s, pid_t pid, int only);
+ * worker.h).  `left` (or NULL): the lines it leaves at its end, read
+ * instead of /proc/PID/maps once they are there.  Once the program is
+ * gone, the objects already known are kept.  Context: the owner, before
+ * any look-up. */
+void ps_symbols_watch(struct ps_symbols *s, pid_t pid, int only,
+		      const struct ps_maps_left *left);
 
 /* Read the watched program's object list now, while it lives: one that
  * dies before its first look-up (killed, or a Go program's raw

@@ -99,7 +99,8 @@ fold_ready(struct ps_export *x, const struct ps_stacktab *st)
 		return rc;
 	}
 	if (x->watch)
-		ps_symbols_watch(x->fold.syms, x->watch, x->watch_only);
+		ps_symbols_watch(x->fold.syms, x->watch, x->watch_only,
+				 x->watch_left.text ? &x->watch_left : NULL);
 	/* Without memory for the DWARF reader, names stay function-level. */
 	if (ps_fold_configure(&x->fold, x->cfg->folded_lines, x->cfg->dwarf_memory,
 			      x->cfg->debuginfod, DWARF_PASS_NS))

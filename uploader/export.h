@@ -23,6 +23,7 @@
 #include <sys/types.h>
 #include "common/buf.h"
 #include "common/config.h"
+#include "symbolize/symbols.h"
 #include "uploader/fold.h"
 #include "shim/livetab.h"
 #include "uploader/pprof.h"
@@ -42,6 +43,7 @@ struct ps_export {
 	 * 0 for this one; watch_only when this process is no copy of it. */
 	pid_t watch;
 	int watch_only;
+	struct ps_maps_left watch_left; /* where it leaves its maps at its end */
 	uint64_t start_ns;             /* wall clock when profiling started */
 	char app[256];                 /* application name, safe in a file name */
 	char dir[PATH_MAX];            /* local output directory; "" = none */

@@ -90,6 +90,12 @@ struct ctl {
 	char args[4096];            /* NUL-separated */
 	struct reg r;               /* written before the program announces
 				     * or joins, not after */
+	/* A member of a tree that ends without waiting for its last pass
+	 * (end_unwaited) leaves here the executable lines of its maps, to
+	 * name its frames from once it is gone; maps_len, stored last,
+	 * says it ended so. */
+	_Atomic uint32_t maps_len;
+	char maps[16384];
 };
 
 /* A birth notice, in the tree's bell: a program of the tree says where
@@ -461,6 +467,9 @@ session_export(struct session *s)
 	e->tree = host;                 /* the helper's first program */
 	e->watch = s->pid;
 	e->watch_only = 1;
+	e->watch_left.text = s->c->maps;
+	e->watch_left.len = &s->c->maps_len;
+	e->watch_left.cap = sizeof(s->c->maps);
 	e->skip_lo = s->r.skip_lo;
 	e->skip_hi = s->r.skip_hi;
 	snprintf(e->app, sizeof(e->app), "%s", s->r.app);
@@ -701,9 +710,12 @@ take_birth(struct birth *b, int orphans, int now)
 	for (i = 0; i < 3 && !exec; i++)
 		fd[i] = their_fd(pid, b->fd[i], b->id[i]);
 	s->c = map_fd(fd[0], sizeof(*s->c), b->id[0], &s->ctl_inode);
-	why = s->pidfd < 0 ? "it is gone" : exec && fd[0] < 0 ? "its tables never came" :
-	      "its tables are not the memfds it announced";
-	if (s->pidfd < 0 || !s->c)
+	why = exec && fd[0] < 0 ? "its tables never came" :
+	      !s->c ? "its tables are not the memfds it announced" : "it is gone";
+	/* Gone already is no matter for an image that ended without
+	 * waiting: it left all its last pass needs, and asked for it. */
+	if (!s->c || (s->pidfd < 0 && !(exec && atomic_load_explicit(&s->c->maps_len,
+								      memory_order_acquire))))
 		goto out;
 	if (exec) {
 		/* Its own settings, copied out of memory it can still write. */
@@ -2030,6 +2042,80 @@ ps_worker_is_helper(void)
 	return helper;
 }
 
+/* This program's executable mappings, as lines of its /proc/self/maps,
+ * into its control block.  Returns their length, or 0 when they cannot be
+ * read or do not fit.  Async-signal-safe: system calls, a stack buffer. */
+PS_SIGSAFE static uint32_t
+maps_copy(void)
+{
+	char buf[4096], *line, *nl, *sp;
+	size_t have = 0, used = 0, n;
+	ssize_t r;
+	int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return 0;
+	for (;;) {
+		r = syscall(SYS_read, fd, buf + have, sizeof(buf) - have);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		have += (size_t)r;
+		for (line = buf; (nl = memchr(line, '\n', (size_t)(buf + have - line))); line = nl + 1) {
+			n = (size_t)(nl + 1 - line);
+			sp = memchr(line, ' ', n);
+			/* "lo-hi perms ...": the executable ones. */
+			if (!sp || nl - sp < 4 || sp[3] != 'x')
+				continue;
+			if (used + n > sizeof(c->maps))
+				goto fail;
+			memcpy(c->maps + used, line, n);
+			used += n;
+		}
+		have = (size_t)(buf + have - line);
+		memmove(buf, line, have);
+		if (have == sizeof(buf))   /* a line longer than the buffer */
+			goto fail;
+	}
+	if (r == 0) {
+		(void)syscall(SYS_close, fd);
+		return (uint32_t)used;
+	}
+fail:
+	(void)syscall(SYS_close, fd);
+	return 0;
+}
+
+/* A member of a tree that ends, and whose helper has (or will take from
+ * its notice) its tables: it leaves its maps and its last request, and
+ * goes without waiting.  The helper holds the memory, takes a notice of a
+ * program gone (its descriptors came at its start) and names its frames
+ * from the lines it left.  Not for a fork child whose notice is not taken
+ * yet (its descriptors are in it until then), nor when the helper is
+ * gone (the program then makes one of its own).  Returns 1 if it went so.
+ * Async-signal-safe. */
+PS_SIGSAFE static int
+end_unwaited(uint64_t deadline)
+{
+	struct birth *b = birth_slot != NBIRTHS ? &tree_bell->births[birth_slot] : NULL;
+	int o = b ? birth_outcome(0) : 1;
+	uint32_t n;
+
+	if (o < 0 || (o == 0 && !b->exec) || !tree_alive())
+		return 0;
+	n = maps_copy();
+	if (!n)
+		return 0;
+	atomic_store(&c->deadline, deadline);
+	atomic_store(&c->req, REQ_FINAL);
+	atomic_store_explicit(&c->maps_len, n, memory_order_release);
+	if (b)
+		atomic_store(&b->urgent, 1);
+	sem_post(bell);
+	return 1;
+}
+
 /* Ask the loop for a pass and wait for it, at most until the deadline.
  * A last pass with nothing to write or send is not waited for: the helper
  * ends by itself.  That is nothing recorded and no span to send: with
@@ -2066,6 +2152,12 @@ request(int req, uint64_t timeout_ns)
 		sem_post(bell);
 		return;
 	}
+	/* A member of a tree ends: its helper needs nothing more from it.
+	 * (The leader waits: its caller looks at the files when it returns.
+	 * A span to send ends at the last pass.) */
+	if (req == REQ_FINAL && helper && !tree_leader && tree_bell &&
+	    !(x->span && x->remote.otlp_url[0]) && end_unwaited(deadline))
+		return;
 	if (settle())
 		return;
 	atomic_store(&c->deadline, deadline);

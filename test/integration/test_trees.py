@@ -588,6 +588,36 @@ class Trees(ShimTest):
         self.assertGreaterEqual(sum(1 for looked, _ in rows if looked), 10, rows)
         self.assertLessEqual(max(opened for _, opened in rows), 4, rows)
 
+    def test_a_program_of_the_tree_ends_without_waiting_for_the_helper(self):
+        """A program of the tree (not its leader) that ends leaves the
+        executable lines of its maps and its last request, and goes: the
+        helper holds its tables, so it waits for nothing.  The shell stops
+        the helper (SIGSTOP), runs spin for 60 ms of CPU (about 6 samples
+        at 100 Hz) and reaps it, then lets the helper go on: the helper
+        takes spin's notice though spin is gone, and names its frames from
+        the lines it left (its /proc/PID/maps is gone).  Before, spin
+        waited a second for the stopped helper, withdrew its notice and
+        made a helper of its own: the tree's helper never took it."""
+        env = self.env({"PYROSCOPE_SAMPLE_RATE": "100", "PYROSCOPE_LOG_LEVEL": "debug"})
+        script = ('h=${PYROSHIM_HELPER#pyroshim-*-*-}; h=${h%%-*}; kill -STOP $h; '
+                  '"%s" 60 & p=$!; wait $p; kill -CONT $h; echo $p' % SPIN)
+        r = run(["bash", "-c", script], env)
+        self.assertEqual((r.rc, r.err), (0, b""))
+        pid = int(r.out)
+        helper_log(self, self.log)
+        text = self.log_text()
+        self.assertRegex(text, r"debug: uploader: pid %d joined the tree" % pid)
+        self.assertNotIn("not taken", text)
+        self.assertEqual(self.helpers_started(), 1, text[-3000:])
+        _, samples = self.samples_of("tree", "cpu.pb.gz", pid)
+        stacks = {}
+        for vals, frames in samples:
+            key = ";".join(reversed(frames))
+            stacks[key] = stacks.get(key, 0) + vals[1]
+        # burn() alone runs 60 ms of CPU: 5 expiries at least.
+        named = sum(v for k, v in stacks.items() if "burn" in k.split(";"))
+        self.assertGreaterEqual(named, 4 * 10 ** 7, stacks)
+
     def test_a_killed_program_of_the_tree_is_named(self):
         """A program exec'd in the tree and killed (SIGKILL: no last
         pass; its /proc/PID/maps is gone when the helper drains it) has its
