@@ -39,10 +39,13 @@ struct rule {
 
 /* The state CFI instructions build for one pc: the CFA as register+offset,
  * and the rules for %rbp and the return address.  Offsets are frame sizes:
- * anything beyond 32 bits fails the walk. */
+ * anything beyond 32 bits fails the walk.  plt_k: the linker's expression
+ * for its PLT entries (plt_cfa), which adds 8 to the CFA from byte plt_k
+ * of each 16-byte entry on (after its push); 0 for every other row. */
 struct row {
 	int32_t cfa_reg, cfa_off;
 	struct rule bp, ra;
+	int32_t plt_k;
 };
 
 /* A bounded reader over CFI bytes: every read checks the end, so a corrupt
@@ -249,6 +252,41 @@ parse_cie(const unsigned char *p, struct cie *c)
 	return 0;
 }
 
+/* A DW_CFA_def_cfa_expression of `len` bytes at r: the one expression the
+ * GNU linker writes for a .plt (and, with lit10, an IBT .plt), which the
+ * walk computes itself: CFA = %rsp + a + 8 * ((%rip & 15) >= k), that is
+ * DW_OP_breg7 a, DW_OP_breg16 0, DW_OP_lit15, DW_OP_and, DW_OP_litK,
+ * DW_OP_ge, DW_OP_lit3, DW_OP_shl, DW_OP_plus.  Any other expression
+ * fails the walk.  Returns 0 with the row set, or -1. */
+PS_SIGSAFE static int
+plt_cfa(struct rd *r, uint64_t len, struct row *row)
+{
+	static const unsigned char tail[] = { 0x80, 0x00, 0x3f, 0x1a, 0, 0x2a, 0x33, 0x24, 0x22 };
+	const unsigned char *end;
+	int64_t a;
+	unsigned k;
+
+	if (r->bad || len > (uint64_t)(r->end - r->p))
+		return -1;
+	end = r->p + len;
+	if (u8(r) != 0x77)
+		return -1;
+	a = sleb(r);
+	if (r->bad || a < 0 || a > INT32_MAX || end - r->p != (ptrdiff_t)sizeof(tail))
+		return -1;
+	for (k = 0; k < sizeof(tail); k++)
+		if (k != 4 && r->p[k] != tail[k])
+			return -1;
+	k = r->p[4];
+	if (k < 0x30 + 1 || k > 0x30 + 15)   /* DW_OP_lit1 .. DW_OP_lit15 */
+		return -1;
+	r->p = end;
+	row->cfa_reg = REG_SP;
+	row->cfa_off = (int32_t)a;
+	row->plt_k = (int32_t)(k - 0x30);
+	return 0;
+}
+
 /* Run CFI instructions until the location passes pc.  init holds the CIE's
  * initial rules (for DW_CFA_restore), or NULL while running the CIE. */
 PS_SIGSAFE static int
@@ -329,6 +367,11 @@ run_cfi(struct rd r, const struct cie *c, uintptr_t loc, uintptr_t pc,
 			row->ra = saved[nsaved].ra;
 			row->cfa_reg = saved[nsaved].cfa_reg;
 			row->cfa_off = saved[nsaved].cfa_off;
+			row->plt_k = saved[nsaved].plt_k;
+			break;
+		case 0x0f: /* def_cfa_expression: a PLT's, or none */
+			if (plt_cfa(&r, uleb(&r), row))
+				return -1;
 			break;
 		case 0x0c: /* def_cfa */
 			reg = uleb(&r);
@@ -388,6 +431,7 @@ def_cfa:
 			return -1;
 		row->cfa_reg = (int32_t)reg;
 		row->cfa_off = (int32_t)off;
+		row->plt_k = 0;
 		continue;
 advance:
 		loc += delta * c->code_align;
@@ -551,7 +595,7 @@ ps_ehframe_walk_until(const struct ps_frame_regs *regs, uintptr_t stack_hi, uint
 		return 0;
 	for (;;) {
 		struct row row;
-		uintptr_t pc = (n == 0 && exact_leaf) ? ip : ip - 1, cfa;
+		uintptr_t pc = (n == 0 && exact_leaf) ? ip : ip - 1, cfa, bp_at;
 
 		ips[n++] = pc;
 		if (n == max)
@@ -569,7 +613,8 @@ ps_ehframe_walk_until(const struct ps_frame_regs *regs, uintptr_t stack_hi, uint
 		if (row.ra.how == R_UNDEF)
 			return n; /* the outermost frame: _start, clone3 */
 		if (row.cfa_reg == REG_SP)
-			cfa = sp + (uintptr_t)row.cfa_off;
+			cfa = sp + (uintptr_t)row.cfa_off +
+			      (row.plt_k && (ip & 15) >= (uintptr_t)row.plt_k ? 8 : 0);
 		else if (row.cfa_reg == REG_BP)
 			cfa = bp + (uintptr_t)row.cfa_off;
 		else
@@ -579,7 +624,11 @@ ps_ehframe_walk_until(const struct ps_frame_regs *regs, uintptr_t stack_hi, uint
 			return 0;
 		if (load(cfa + (uintptr_t)row.ra.off, lo, stack_hi, &ip))
 			return 0;
-		if (row.bp.how == R_AT_CFA && load(cfa + (uintptr_t)row.bp.off, lo, stack_hi, &bp))
+		/* A slot under this frame's stack pointer was popped already
+		 * (an epilogue after its `pop %rbp`, where the CFI still names
+		 * the slot): %rbp holds the caller's value. */
+		bp_at = cfa + (uintptr_t)row.bp.off;
+		if (row.bp.how == R_AT_CFA && bp_at >= sp && load(bp_at, lo, stack_hi, &bp))
 			return 0;
 		sp = cfa;
 		if (ip == 0)

@@ -346,6 +346,74 @@ START_TEST(test_synthetic_leaf_is_exact_or_minus_one)
 }
 END_TEST
 
+/* ---- what the GNU toolchain emits around calls -----------------------
+ * epi_fn: an epilogue as GCC writes it, caught at its `ret`, after `pop
+ * %rbp`: the CFI still says %rbp is saved at CFA - 16, under the stack
+ * pointer now.  plt_fn: a 16-byte entry with the linker's PLT expression
+ * (CFA = %rsp + 8, plus 8 from byte 11 on, after the entry's push). */
+__asm__(".text\n"
+	".p2align 4\n"
+	"epi_fn:\n"
+	".cfi_startproc\n"
+	"push %rbp\n"
+	".cfi_def_cfa_offset 16\n"
+	".cfi_offset %rbp, -16\n"
+	"push %rbx\n"
+	".cfi_def_cfa_offset 24\n"
+	".cfi_offset %rbx, -24\n"
+	"nop\n"
+	"pop %rbx\n"
+	".cfi_def_cfa_offset 16\n"
+	"pop %rbp\n"
+	".cfi_def_cfa_offset 8\n"
+	"epi_ret:\n"
+	"ret\n"
+	".cfi_endproc\n"
+	".p2align 4\n"
+	"plt_fn:\n"
+	".cfi_startproc\n"
+	".cfi_escape 0x0f,0x0b,0x77,0x08,0x80,0x00,0x3f,0x1a,0x3b,0x2a,0x33,0x24,0x22\n"
+	".fill 16, 1, 0x90\n"
+	".cfi_endproc\n");
+extern const char epi_ret[], plt_fn[];
+
+START_TEST(test_an_epilogue_after_pop_rbp_is_walked)
+{
+	uintptr_t fake[8], ips[8];
+	/* The popped slots (%rbx's, %rbp's) are under fake[2]: garbage. */
+	struct ps_frame_regs r = { (uintptr_t)epi_ret, (uintptr_t)&fake[2], 0x1234 };
+	int n;
+
+	fake[0] = fake[1] = 0xdead;
+	synthetic(fake + 2, 3, 0);
+	n = ps_ehframe_walk(&r, (uintptr_t)&fake[8], ips, 8, 1);
+	ck_assert_int_eq(n, 4);
+	ck_assert_uint_eq(ips[0], (uintptr_t)epi_ret);
+	for (int i = 1; i < n; i++)
+		ck_assert_uint_eq(ips[i], (uintptr_t)syn_fn[i % 3]);
+}
+END_TEST
+
+START_TEST(test_a_plt_entry_is_walked)
+{
+	uintptr_t fake[8], ips[8];
+	struct ps_frame_regs r = { (uintptr_t)plt_fn, (uintptr_t)fake, 0 };
+
+	/* Its jump, before any push: the return address at %rsp. */
+	synthetic(fake, 3, 0);
+	ck_assert_int_eq(ps_ehframe_walk(&r, (uintptr_t)&fake[8], ips, 8, 1), 4);
+	ck_assert_uint_eq(ips[0], (uintptr_t)plt_fn);
+	ck_assert_uint_eq(ips[1], (uintptr_t)syn_b);
+	/* Byte 11 on: the relocation index pushed over it. */
+	r.ip = (uintptr_t)plt_fn + 12;
+	fake[0] = 7;
+	synthetic(fake + 1, 3, 0);
+	ck_assert_int_eq(ps_ehframe_walk(&r, (uintptr_t)&fake[8], ips, 8, 1), 4);
+	ck_assert_uint_eq(ips[1], (uintptr_t)syn_b);
+	ck_assert_uint_eq(ips[2], (uintptr_t)syn_c);
+}
+END_TEST
+
 static Suite *
 ehframe_suite(void)
 {
@@ -363,6 +431,8 @@ ehframe_suite(void)
 	tcase_add_test(tc, test_synthetic_chain_stops_at_max);
 	tcase_add_test(tc, test_synthetic_chain_without_an_end_fails_at_the_stack_top);
 	tcase_add_test(tc, test_synthetic_leaf_is_exact_or_minus_one);
+	tcase_add_test(tc, test_an_epilogue_after_pop_rbp_is_walked);
+	tcase_add_test(tc, test_a_plt_entry_is_walked);
 	suite_add_tcase(s, tc);
 	return s;
 }
