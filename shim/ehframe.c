@@ -11,10 +11,15 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <string.h>
+#include <ucontext.h>
 
 #define REG_BP 6
 #define REG_SP 7
 #define REG_RA 16
+
+/* Where the kernel's signal frame keeps interrupted register r (REG_RIP,
+ * ...): glibc's ucontext_t is laid out as the kernel's. */
+#define UC_REG(r) (offsetof(ucontext_t, uc_mcontext.gregs) + (uintptr_t)(r) * sizeof(greg_t))
 
 /* Pointer encodings (DW_EH_PE_*). */
 #define PE_OMIT    0xff
@@ -46,6 +51,7 @@ struct row {
 	int32_t cfa_reg, cfa_off;
 	struct rule bp, ra;
 	int32_t plt_k;
+	int32_t signal;         /* a signal trampoline: its CFI is not run */
 };
 
 /* A bounded reader over CFI bytes: every read checks the end, so a corrupt
@@ -188,6 +194,7 @@ struct cie {
 	int64_t data_align;
 	unsigned fde_enc;
 	int has_aug;
+	int signal;             /* 'S': the FDEs are signal trampolines */
 	struct rd insns;
 };
 
@@ -219,6 +226,7 @@ parse_cie(const unsigned char *p, struct cie *c)
 	if (ra != REG_RA)
 		return -1;
 	c->fde_enc = PE_ABSPTR;
+	c->signal = 0;
 	c->has_aug = aug[0] == 'z';
 	if (c->has_aug) {
 		uint64_t alen = uleb(&r);
@@ -235,9 +243,10 @@ parse_cie(const unsigned char *p, struct cie *c)
 				unsigned enc = u8(&a);
 
 				(void)encoded(&a, enc & 0x7f, 0, 1);
+			} else if (*s == 'S') {
+				c->signal = 1;
 			} else {
-				/* 'S' (a signal frame) or an unknown letter. */
-				return -1;
+				return -1;   /* an unknown letter */
 			}
 		}
 		if (a.bad)
@@ -498,6 +507,12 @@ compute_row(const unsigned char *hdr, uintptr_t pc, struct row *row)
 		r.p += alen;
 	}
 	memset(row, 0, sizeof(*row));
+	/* glibc's __restore_rt describes the kernel's signal frame with DWARF
+	 * expressions; the walk reads that frame itself. */
+	if (cie.signal) {
+		row->signal = 1;
+		return 0;
+	}
 	row->cfa_reg = -1;
 	row->bp.how = R_SAME;
 	row->ra.how = R_UNDEF;
@@ -587,7 +602,7 @@ ps_ehframe_walk_until(const struct ps_frame_regs *regs, uintptr_t stack_hi, uint
 {
 	uintptr_t ip = regs->ip, sp = regs->sp, bp = regs->bp, lo = regs->sp;
 	struct object o = { 0, 0, NULL };
-	int n = 0;
+	int n = 0, exact = exact_leaf;
 
 	if (stop)
 		stop->depth = 0;
@@ -595,8 +610,9 @@ ps_ehframe_walk_until(const struct ps_frame_regs *regs, uintptr_t stack_hi, uint
 		return 0;
 	for (;;) {
 		struct row row;
-		uintptr_t pc = (n == 0 && exact_leaf) ? ip : ip - 1, cfa, bp_at;
+		uintptr_t pc = exact ? ip : ip - 1, cfa, bp_at;
 
+		exact = 0;
 		ips[n++] = pc;
 		if (n == max)
 			return n;
@@ -609,6 +625,23 @@ ps_ehframe_walk_until(const struct ps_frame_regs *regs, uintptr_t stack_hi, uint
 				stop->depth = n - 1;
 			}
 			return 0;
+		}
+		if (row.signal) {
+			/* The handler returned here, popping its return address:
+			 * the kernel's ucontext_t is at the stack pointer, with
+			 * the interrupted registers.  That frame is above this
+			 * one on the same stack (a handler on an alternate stack
+			 * never gets here: the walk starts on the thread's), and
+			 * its instruction is exact, not a return address. */
+			if (load(sp + UC_REG(REG_RIP), lo, stack_hi, &ip) ||
+			    load(sp + UC_REG(REG_RSP), lo, stack_hi, &cfa) ||
+			    load(sp + UC_REG(REG_RBP), lo, stack_hi, &bp) || cfa <= sp || cfa >= stack_hi)
+				return 0;
+			sp = cfa;
+			exact = 1;
+			if (ip == 0)
+				return n;
+			continue;
 		}
 		if (row.ra.how == R_UNDEF)
 			return n; /* the outermost frame: _start, clone3 */

@@ -11,9 +11,11 @@
  * CFA, the return address and %rbp.  No lock, no allocation, no system
  * call, no state shared between threads.
  *
- * It handles the frames the GNU toolchain emits for ordinary code.  Any
- * frame it does not understand -- a signal trampoline ("S" augmentation),
- * a DWARF expression, a CFA in a register other than %rsp or %rbp, an
+ * It handles the frames the GNU toolchain emits for ordinary code, the
+ * linker's PLT entries (their one DWARF expression) and glibc's signal
+ * trampoline (an "S" CIE: the kernel's signal frame is read for the
+ * interrupted registers).  Any frame it does not understand -- another
+ * DWARF expression, a CFA in a register other than %rsp or %rbp, an
  * object without .eh_frame_hdr -- makes the walk report failure, and the
  * caller unwinds the whole stack with libunwind instead, so results are
  * never worse than libunwind's.
@@ -36,7 +38,8 @@ struct ps_frame_regs {
 
 /* Walk the stack described by r, writing ips[0..max), leaf first: ips[0]
  * is r->ip itself when exact_leaf, else r->ip - 1; the others are return
- * addresses minus one.  Stack reads must fall in [r->sp, stack_hi).
+ * addresses minus one, but for a frame that a signal interrupted: its
+ * instruction itself.  Stack reads must fall in [r->sp, stack_hi).
  * Returns the depth (>= 1) when the walk reached the outermost frame (a
  * frame whose return address the CFI marks undefined, or a zero return
  * address) or filled max; returns 0 when a frame could not be unwound.

@@ -217,6 +217,55 @@ START_TEST(test_signal_context_on_threads)
 }
 END_TEST
 
+/* Through a signal trampoline: walked from inside a handler of SIGUSR1
+ * (no alternate stack), raised by raiser(), the walk goes through glibc's
+ * __restore_rt into the interrupted frame (exact: not a return address)
+ * and on to the outermost frame.  From raiser's caller down, the frames
+ * are libgcc's, which reads the signal frame through the same CIE. */
+static uintptr_t raiser_ra;
+static _Atomic int trampoline_ok;
+
+static void
+on_usr1(int sig)
+{
+	uintptr_t ips[128];
+	void *bt[128];
+	int n = walk_here(ips, 128), m = backtrace(bt, 128), i, j;
+
+	(void)sig;
+	for (i = 0; i < n && ips[i] + 1 != raiser_ra; i++)
+		;
+	for (j = 0; j < m && (uintptr_t)bt[j] != raiser_ra; j++)
+		;
+	if (n <= 0 || i == n || j == m || n - i != m - j)
+		return;
+	for (; i < n; i++, j++)
+		if (ips[i] + 1 != (uintptr_t)bt[j])
+			return;
+	atomic_store(&trampoline_ok, 1);
+}
+
+static __attribute__((noinline)) void
+raiser(void)
+{
+	raiser_ra = (uintptr_t)__builtin_return_address(0);
+	raise(SIGUSR1);
+	__asm__ volatile("" ::: "memory");   /* not a tail call */
+}
+
+START_TEST(test_a_signal_trampoline_is_walked)
+{
+	struct sigaction sa, old;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_usr1;
+	ck_assert_int_eq(sigaction(SIGUSR1, &sa, &old), 0);
+	raiser();
+	ck_assert_int_eq(sigaction(SIGUSR1, &old, NULL), 0);
+	ck_assert_int_eq(atomic_load(&trampoline_ok), 1);
+}
+END_TEST
+
 /* Garbage: a fake stack of random words, with %rip pointing into real
  * code.  The walk may fail or stop, but must not read outside the bounds
  * or loop: under valgrind and ASan this also proves every read checked. */
@@ -425,6 +474,7 @@ ehframe_suite(void)
 	tcase_add_test(tc, test_through_libc_callback_equals_libgcc);
 	tcase_add_test(tc, test_thread_stack_ends_at_clone);
 	tcase_add_test(tc, test_signal_context_on_threads);
+	tcase_add_test(tc, test_a_signal_trampoline_is_walked);
 	tcase_add_test(tc, test_garbage_stack_fails_safely);
 	tcase_add_test(tc, test_no_cfi_fails);
 	tcase_add_test(tc, test_synthetic_chain_is_walked_exactly);
