@@ -275,9 +275,7 @@ start_tables(struct ps_config *c)
 	if (rc)
 		return rc;
 	ps_stacktab_publish(&g.st);
-	rc = ps_unwind_init();
-	if (rc)
-		ps_warn("libunwind.so.8 could not be loaded: stacks are cut to their leaf");
+	ps_unwind_init();
 	if (c->alloc_enabled) {
 		rc = ps_livetab_init(&g.lt);
 		if (rc)

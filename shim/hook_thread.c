@@ -90,8 +90,12 @@ pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), vo
 		return EAGAIN;
 	shim = ps_guard_held();
 	ps_guard_enter();
-	if (!shim)
+	if (!shim) {
 		ps_process_wake();  /* a fork child's uploader starts here */
+		/* The program's first thread: the frames the fast walk leaves
+		 * alone are libunwind's from now on (unwind.h). */
+		(void)ps_unwind_load();
+	}
 	s = malloc(sizeof(*s));
 	ps_guard_leave();
 	if (!s)

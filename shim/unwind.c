@@ -4,6 +4,7 @@
 #include "shim/unwind.h"
 #include "shim/ehframe.h"
 #include "shim/gostack.h"
+#include "common/log.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -28,8 +29,18 @@ static struct {
 	int (*get_reg)(unw_cursor_t *, unw_regnum_t, unw_word_t *);
 	int (*set_caching_policy)(unw_addr_space_t, unw_caching_policy_t);
 	unw_addr_space_t *local_as;
-	int loaded;
+	_Atomic int loaded;      /* set once the rest is, by the loading thread */
 } unw;
+
+/* libunwind is loaded at the first thread start, not in the constructor:
+ * its dlopen (with liblzma) is 40 % of a short process's start-up, and the
+ * fast walk needs it only for the frames it leaves alone (see unwind.h).
+ * A thread start (or the pthread_create that makes it) is the first point
+ * after the constructor where a dlopen is safe: in an allocation hook the
+ * loader lock could be taken against the program's own locks, and inside
+ * the loader itself. */
+static pthread_once_t load_once = PTHREAD_ONCE_INIT;
+static int load_rc = -ENOSYS;   /* written once, under load_once */
 
 /* The main executable's program headers, from the aux vector (its ELF
  * header need not be mapped where _dl_find_object says it starts). */
@@ -39,6 +50,7 @@ static size_t main_phnum;
 /* Per-thread capture state.  Initial-exec TLS: reading it never allocates. */
 static PS_TLS int t_active;       /* inside a capture on this thread */
 static PS_TLS uintptr_t t_cur_ip; /* frame libunwind is looking up */
+static PS_TLS int t_stack;        /* t_stack_lo/hi are known */
 static PS_TLS int t_warm;         /* libunwind's TLS exists on this thread */
 static PS_TLS uintptr_t t_stack_lo, t_stack_hi; /* this thread's stack */
 
@@ -104,7 +116,14 @@ ps_unwind_active(void)
 PS_SIGSAFE int
 ps_unwind_ready(void)
 {
-	return unw.loaded && t_warm && !t_active;
+	return t_stack && !t_active;
+}
+
+/* 1 if libunwind may run on this thread. */
+PS_SIGSAFE static int
+unw_usable(void)
+{
+	return atomic_load_explicit(&unw.loaded, memory_order_acquire) && t_warm;
 }
 
 static int
@@ -181,51 +200,92 @@ learn_stack(void)
 	(void)pthread_attr_destroy(&a);
 }
 
-int
+PS_SIGSAFE static int walk(unw_cursor_t *cur, uintptr_t *ips, int max, int exact_leaf);
+
+/* A capture with libunwind from here: its dynamic TLS on this thread and
+ * (the first time) its one-time initialisation, which takes a lock: never
+ * in the handler. */
+static void
+warm(void)
+{
+	unw_context_t ctx;
+	unw_cursor_t cur;
+	uintptr_t ips[4];
+
+	if (enter())
+		return;   /* a fork is under way: the next sample warms it */
+	t_active = 1;
+	if (unw.getcontext(&ctx) == 0 && unw.init_local(&cur, &ctx) == 0)
+		(void)walk(&cur, ips, 4, 0);
+	t_active = 0;
+	leave();
+	t_warm = 1;
+}
+
+static void
+load_unwinder(void)
+{
+	int rc = load();
+
+	if (rc == 0) {
+		/* A per-thread cache needs no lock shared with other threads
+		 * (Debian's build falls back to its global cache: see the fork
+		 * handlers).  This first call runs libunwind's one-time
+		 * initialisation, which opens a pipe unless the hooks see a
+		 * capture in progress (hook_fd.c). */
+		t_active = 1;
+		rc = unw.set_caching_policy(*unw.local_as, UNW_CACHE_PER_THREAD) ? -ENOSYS : 0;
+		t_active = 0;
+	}
+	if (rc == 0)
+		warm();
+	load_rc = rc;
+	if (rc == 0)
+		atomic_store_explicit(&unw.loaded, 1, memory_order_release);
+	else
+		ps_warn("libunwind.so.8 could not be loaded: the frames .eh_frame does not "
+			"describe (signal trampolines, alternate signal stacks, code without "
+			"unwind tables, C code under Go) are cut to their leaf");
+}
+
+void
 ps_unwind_init(void)
 {
-	uintptr_t ips[8];
-	int rc;
-
-	if (unw.loaded)
-		return 0;
 	/* Go leaves' frames, before any timer is armed; found without
 	 * libunwind, which the uploader asks too (ps_gostack_objects). */
 	(void)ps_gostack_init();
-	rc = load();
-	if (rc)
-		return rc;
 	main_phdr = (const ElfW(Phdr) *)getauxval(AT_PHDR);
 	main_phnum = getauxval(AT_PHNUM);
-	/* A per-thread cache needs no lock shared with other threads (Debian's
-	 * build falls back to its global cache: see the fork handlers).  This
-	 * first call runs libunwind's one-time initialisation, which opens a
-	 * pipe unless the hooks see a capture in progress (hook_fd.c). */
-	t_active = 1;
-	rc = unw.set_caching_policy(*unw.local_as, UNW_CACHE_PER_THREAD);
-	t_active = 0;
-	if (rc)
+	if (!t_stack) {
+		if (main_stack())
+			learn_stack();
+		t_stack = 1;
+	}
+	/* The C code under Go frames (cgo, libc) is libunwind's alone, and
+	 * Go makes its threads without pthread_create. */
+	if (ps_gostack_objects() > 0)
+		(void)ps_unwind_load();
+}
+
+int
+ps_unwind_load(void)
+{
+	if (pthread_once(&load_once, load_unwinder))
 		return -ENOSYS;
-	unw.loaded = 1;
-	/* The first capture runs libunwind's one-time initialisation, which
-	 * takes a lock: do it here, never in the handler. */
-	ps_unwind_here(ips, 8);
-	if (main_stack())
-		learn_stack();
-	t_warm = 1;
-	return 0;
+	if (load_rc == 0 && !t_warm)
+		warm();
+	return load_rc;
 }
 
 void
 ps_unwind_warm_thread(void)
 {
-	uintptr_t ips[4];
-
-	if (t_warm || !unw.loaded)
-		return;
-	ps_unwind_here(ips, 4);
-	learn_stack();
-	t_warm = 1;
+	if (!t_stack) {
+		learn_stack();
+		t_stack = 1;
+	}
+	if (!t_warm && atomic_load_explicit(&unw.loaded, memory_order_acquire))
+		warm();
 }
 
 PS_SIGSAFE static int
@@ -261,7 +321,7 @@ walk_from(const ucontext_t *uc, const struct ps_frame_regs *r, uintptr_t *ips, i
 	c.uc_mcontext.gregs[REG_RIP] = (greg_t)r->ip;
 	c.uc_mcontext.gregs[REG_RSP] = (greg_t)r->sp;
 	c.uc_mcontext.gregs[REG_RBP] = (greg_t)r->bp;
-	if (enter())
+	if (!unw_usable() || enter())
 		return 0;
 	t_active = 1;
 	if (unw.init_local2(&cur, (unw_context_t *)&c, 0) == 0)
@@ -302,7 +362,7 @@ ps_unwind_signal(void *ucontext, uintptr_t *ips, int max)
 	int n;
 
 	ips[0] = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
-	if (!unw.loaded || !t_warm || t_active || max < 2)
+	if (!t_stack || t_active || max < 2)
 		return 1;
 	r.ip = ips[0];
 	r.sp = (uintptr_t)uc->uc_mcontext.gregs[REG_RSP];
@@ -328,7 +388,9 @@ ps_unwind_signal(void *ucontext, uintptr_t *ips, int max)
 			return n;
 		ips[0] = r.ip;
 	}
-	if (enter())
+	/* The frames the fast walk leaves alone: libunwind's, once loaded,
+	 * else the leaf alone. */
+	if (!unw_usable() || enter())
 		return 1;
 	t_active = 1;
 	if (unw.init_local2(&cur, (unw_context_t *)ucontext, UNW_INIT_SIGNAL_FRAME)) {
@@ -352,7 +414,7 @@ ps_unwind_here(uintptr_t *ips, int max)
 	unw_cursor_t cur;
 	int n = 0;
 
-	if (!unw.loaded || t_active || max < 1)
+	if (!t_stack || t_active || max < 1)
 		return 0;
 	/* This very instruction and stack pointer: the walk starts in this
 	 * frame, whose CFI describes the stack as it is here. */
@@ -365,13 +427,13 @@ ps_unwind_here(uintptr_t *ips, int max)
 		if (n > 0)
 			return n;
 		/* An allocation in C code called from Go. */
-		if (stop.depth > 0 && unw.getcontext(&ctx) == 0) {
+		if (stop.depth > 0 && unw_usable() && unw.getcontext(&ctx) == 0) {
 			n = go_on((const ucontext_t *)&ctx, &stop, ips, max);
 			if (n > 0)
 				return n;
 		}
 	}
-	if (enter())
+	if (!unw_usable() || enter())
 		return 0;
 	t_active = 1;
 	if (unw.getcontext(&ctx) == 0 && unw.init_local(&cur, &ctx) == 0)

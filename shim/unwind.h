@@ -3,9 +3,16 @@
  * Two unwinders.  The fast one (shim/ehframe.c) reads .eh_frame itself,
  * with a per-thread cache of rows, no lock and no system call; it walks
  * ordinary frames on the thread's own stack.  When it meets anything else
- * (a signal trampoline, a DWARF expression, an alternate signal stack, a
- * thread whose stack bounds are unknown) the whole stack is walked again
- * with libunwind, as below.
+ * (a signal trampoline, a DWARF expression other than a PLT's, an
+ * alternate signal stack, code without unwind tables) the whole stack is
+ * walked again with libunwind, as below.
+ *
+ * libunwind is loaded when the program starts its first thread (or in the
+ * constructor of a Go program), not before: its dlopen, with liblzma, is
+ * 200 us of every process's start-up, and a single-threaded program never
+ * pays it.  Such a program's samples in the frames above are cut to their
+ * leaf: a dlopen is safe neither in an allocation hook (the loader lock
+ * against the program's own locks) nor in the handler.
  *
  * Go code, which has no .eh_frame, is walked by frame pointer by
  * shim/gostack.c; the C code under it (cgo, libc) by libunwind.
@@ -37,13 +44,19 @@
 
 #define PS_MAX_DEPTH 128
 
-/* Load libunwind and warm it up on the calling thread.
- * Returns 0, -ENOSYS (libunwind.so.8 missing or incomplete).
- * Context: constructor. */
-int ps_unwind_init(void) PS_WUR;
+/* Ready the calling (main) thread for captures: its stack's bounds, and
+ * for a Go program libunwind (ps_unwind_load).  Context: constructor. */
+void ps_unwind_init(void);
 
-/* Make libunwind usable in this thread's signal handler (allocates its
- * dynamic TLS).  Context: any thread, not signal context; may allocate. */
+/* Load libunwind (once; the first failure is logged) and warm it up on the
+ * calling thread.  Returns 0 or -ENOSYS (libunwind.so.8 missing or
+ * incomplete).  Context: the constructor, or a thread about to start one:
+ * never an allocation hook nor a signal handler (see unwind.c). */
+int ps_unwind_load(void);
+
+/* Learn this thread's stack, and make libunwind usable in its signal
+ * handler once it is loaded (allocates its dynamic TLS).  Context: any
+ * thread, not signal context; may allocate. */
 void ps_unwind_warm_thread(void);
 
 /* Capture the interrupted stack into ips[0..max), leaf first.  ips[0] is the

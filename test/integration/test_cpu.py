@@ -163,6 +163,42 @@ class ShortProcesses(ShimTest):
         self.assertLess(abs(got / truth - 1), 0.15, "profiles %.3f s of %.3f s" % (got, truth))
 
 
+class Unwinder(ShimTest):
+    """libunwind is loaded at the program's first thread, not at its start
+    (shim/unwind.h): a single-threaded program never pays its dlopen.  The
+    fast walk (.eh_frame) covers what libunwind walked for such programs,
+    here a sample in the program's own signal handler, through glibc's
+    signal trampoline."""
+
+    def test_libunwind_is_loaded_at_the_first_thread(self):
+        env = clean_env({"PYROSCOPE_OUTPUT_DIR": self.out})
+        r = run(["cat", "/proc/self/maps"], env)
+        self.assertEqual((r.rc, r.err), (0, b""))
+        self.assertIn(b"libpyroshim", r.out)
+        self.assertNotIn(b"libunwind", r.out)
+        r = run(["python3", "-c", "import threading; t = threading.Thread(target=int); t.start(); "
+                 "t.join(); print(open('/proc/self/maps').read())"], env)
+        self.assertEqual((r.rc, r.err), (0, b""))
+        self.assertIn(b"/libunwind.so.8", r.out)
+
+    def test_samples_in_a_signal_handler_keep_their_callers(self):
+        """200 ms of CPU in the handler at 250 Hz: 50 samples, each of
+        which must be walked through the trampoline to outer and main
+        (cut to their leaf, they would hold neither).  Bound: 80 % of the
+        CPU the handler burned, 10 samples short of it, where the count's
+        rounding is at most one."""
+        for mode in ([], ["thread"]):
+            out = os.path.join(self.out, mode[0] if mode else "alone")
+            env = clean_env({"PYROSCOPE_OUTPUT_DIR": out, "PYROSCOPE_SAMPLE_RATE": "250"})
+            r = run([os.path.join(PROG, "handler_burn"), "200"] + mode, env)
+            self.assertEqual((r.rc, r.out, r.err), (0, b"ok\n", b""))
+            (f,) = [os.path.join(out, f) for f in os.listdir(out) if f.endswith(".cpu.folded")]
+            stacks = read_folded(f)
+            walked = sum(v for k, v in stacks.items()
+                         if {"burn_in_handler", "outer", "main"} <= set(k.split(";")))
+            self.assertGreater(walked, 0.8 * 0.2e9, (mode, stacks))
+
+
 class HostUntouched(ShimTest):
     def test_main_finds_errno_as_without_the_shim(self):
         """The shim's constructor makes calls that fail (the output
