@@ -218,7 +218,15 @@ before_exec(void)
 {
 	ps_guard_enter();
 	ps_worker_flush(g.cfg.flush_timeout_ns, 0);
+	ps_worker_exec_grid(ps_sampler_grid());
 	ps_guard_leave();
+}
+
+static void
+exec_failed(void)
+{
+	ps_worker_exec_grid(0);
+	ps_worker_exec_failed();
 }
 
 /* What the host side's events do (shim/process.h). */
@@ -226,7 +234,7 @@ static const struct ps_process_ops ops = {
 	.wake = ps_worker_poke,
 	.host_thread = ps_worker_host_thread,
 	.before_exec = before_exec,
-	.exec_failed = ps_worker_exec_failed,
+	.exec_failed = exec_failed,
 	.exit_now = exit_now,
 	.set_exit = ps_worker_set_exit,
 	.set_args = ps_worker_set_args,
@@ -345,7 +353,8 @@ start(void)
 	ps_process_setup(&ops, (int)getpid());
 	if (c->cpu_enabled) {
 		ps_altstack_thread_start();
-		rc = ps_sampler_start(c->sample_rate, c->cpu_timer, c->cpu_signal);
+		rc = ps_sampler_start(c->sample_rate, c->cpu_timer, c->cpu_signal,
+				      ps_worker_take_grid());
 		if (rc)
 			ps_warn("CPU profiling not started: %s", strerror(-rc));
 		if (rc)

@@ -28,6 +28,8 @@ static int thread_mode;           /* PS_TIMER_THREAD */
 static int signo;                 /* the shim's signal (sigvirt.h) */
 static pthread_key_t thread_key;  /* its destructor deletes a thread's timer */
 static timer_t proc_timer;        /* process mode: the one timer */
+static uint64_t start_grid;       /* the main thread's grid from the image
+				   * before (ps_sampler_start), until armed */
 
 /* Thread mode: each thread's own timer and CPU-time baseline.  Owned by
  * the thread; the handler runs on the same thread. */
@@ -177,6 +179,17 @@ thread_settime(int fresh)
 	struct itimerspec first = period;
 	uint64_t now = ps_clock_ns(CLOCK_THREAD_CPUTIME_ID), r;
 
+	/* The main thread of an image whose predecessor left its grid: on
+	 * it, so that the CPU the predecessor counted is not counted again
+	 * (an exec chain of short images) and exec and the loader are. */
+	if (fresh && start_grid) {
+		if (now + period_ns >= start_grid && now < start_grid + PS_SAMPLER_GRID_SLACK_NS) {
+			t_next = start_grid;
+			t_cpu_seen = start_grid - period_ns;
+			fresh = 0;
+		}
+		start_grid = 0;
+	}
 	if (fresh) {
 		r = ps_hash_mix(ps_clock_ns(CLOCK_MONOTONIC) ^ ((uint64_t)gettid() << 32) ^
 				(uintptr_t)&t_next);
@@ -260,7 +273,7 @@ ps_sampler_thread_start(void *start)
 }
 
 int
-ps_sampler_start(unsigned hz, int mode, int sig)
+ps_sampler_start(unsigned hz, int mode, int sig, uint64_t grid)
 {
 	long ns;
 	int rc;
@@ -272,6 +285,7 @@ ps_sampler_start(unsigned hz, int mode, int sig)
 	period_ns = (uint64_t)ns;
 	thread_mode = mode == PS_TIMER_THREAD;
 	signo = sig;
+	start_grid = thread_mode ? grid : 0;
 	if (!t_start)  /* the main thread's "start routine" */
 		t_start = (uintptr_t)getauxval(AT_ENTRY);
 	if (thread_mode && pthread_key_create(&thread_key, thread_gone))
@@ -341,6 +355,12 @@ ps_sampler_disarm(void)
 	if (thread_mode && t_has_timer)
 		end_sample(ps_clock_ns(CLOCK_THREAD_CPUTIME_ID));
 	return 1;
+}
+
+uint64_t
+ps_sampler_grid(void)
+{
+	return thread_mode && t_has_timer ? t_next : 0;
 }
 
 /* Arm again: on the same grid after a failed exec, a fresh one in a fork

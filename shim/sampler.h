@@ -26,9 +26,16 @@ enum { PS_TIMER_THREAD = 0, PS_TIMER_PROCESS = 1 };
 
 /* Install the handler for signal `sig` (virtualized: sigvirt.h) and arm
  * the timer at `hz` in `mode`; samples go to ps_stacktab_current().
- * Returns 0 or -errno from sigaction or timer_create.  Context:
- * constructor. */
-int ps_sampler_start(unsigned hz, int mode, int sig) PS_WUR;
+ * `grid` (thread mode): the next expiry on the thread's CPU clock that the
+ * image before this one left at its exec (ps_sampler_grid), continued so
+ * that no CPU is counted twice or lost; 0 to draw a fresh one.  Returns 0
+ * or -errno from sigaction or timer_create.  Context: constructor. */
+int ps_sampler_start(unsigned hz, int mode, int sig, uint64_t grid) PS_WUR;
+
+/* Thread mode, after ps_sampler_disarm at an exec: the calling thread's
+ * next expiry on its CPU clock (every one before it is counted), for the
+ * next image; 0 if none.  Context: the exec hook. */
+uint64_t ps_sampler_grid(void);
 
 /* Thread mode: give the calling (new) thread its timer.  `start` is the
  * thread's start routine: the expiries the thread passes without a signal
@@ -62,14 +69,20 @@ void ps_sampler_stop(void);
  * a point drawn uniformly in (0, period] of the thread's CPU time: then
  * the expected number of expiries in any length L of CPU is L / period,
  * so threads and processes of any length, a few ms included, are counted
- * without bias and their samples fall where their CPU went.  The count
- * starts at the thread's CPU clock's 0 (its creation, or for an exec'd
- * image the fork that made the process: the loader's CPU counts) when
- * that is less than PS_SAMPLER_FRESH_NS of CPU ago, else at arming (an
- * image that exec'd after running longer already counted what it ran; an
- * exec chain through short images counts the earlier images' CPU twice,
- * at most this bound). */
+ * without bias and their samples fall where their CPU went.  An exec'd
+ * image goes on with the grid the image before it left (ps_sampler_start's
+ * `grid`, through the tree's bell).  Without one, the count starts at the
+ * thread's CPU clock's 0 (its creation, or for an exec'd image the fork
+ * that made the process: the loader's CPU counts) when that is less than
+ * PS_SAMPLER_FRESH_NS of CPU ago, else at arming (an image that exec'd
+ * after running longer already counted what it ran; an exec chain through
+ * short images outside a tree counts the earlier images' CPU twice, at
+ * most this bound). */
 #define PS_SAMPLER_FRESH_NS (20ull * 1000000)
+
+/* The grid an image left at its exec is taken by the next only if it fits:
+ * the thread's CPU now at most this far past it (exec and the loader). */
+#define PS_SAMPLER_GRID_SLACK_NS (1000ull * 1000000)
 
 /* The CPU time of the first expiry for a thread whose CPU clock reads now,
  * from `random` (any 64 bits).  Context: any. */

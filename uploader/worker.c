@@ -130,6 +130,22 @@ struct birth {
 	struct ps_livetab lt;
 };
 
+/* The sampling grid an image leaves at its exec for the next image of the
+ * same process (ps_sampler_grid): the next expiry on the thread's CPU
+ * clock, every one before it counted.  Without it the next image, which
+ * cannot tell what the one before counted, counted the process's CPU from
+ * its start again (an exec chain of short images: pyenv's shims, `env`
+ * in a #! line) or lost exec and the loader.  `key` is pid << 8 |
+ * GRID_*; an entry older than GRID_STALE_NS (an exec into an image
+ * without the shim, or one that failed to start) is free again. */
+enum { GRID_FREE = 0, GRID_WRITING = 1, GRID_READY = 2 };
+#define NGRIDS 32
+#define GRID_STALE_NS (2000ull * 1000000)
+struct grid {
+	_Atomic uint64_t key;
+	uint64_t next, at;
+};
+
 /* A tree's doorbell: pages that every program of the tree maps and the
  * tree's helper waits on.  A program rings it after posting a request in
  * its own control block, or a birth notice.  An exec'd image maps it from
@@ -143,6 +159,7 @@ struct bell {
 	_Atomic unsigned members;   /* sessions the helper made for programs
 				     * other than its own (add_session) */
 	struct birth births[NBIRTHS];
+	struct grid grids[NGRIDS];
 };
 
 /* What an announced program sends with its descriptors, once its notice
@@ -1928,6 +1945,60 @@ ps_worker_start(struct ps_export *e, uint64_t interval_ns, uint64_t flush_timeou
 	if (rc)
 		return rc;
 	return start();
+}
+
+/* ---- the sampling grid across an exec --------------------------------- */
+
+void
+ps_worker_exec_grid(uint64_t next)
+{
+	uint64_t me = (uint64_t)getpid() << 8, now, w;
+	struct grid *g;
+	int i;
+
+	if (!tree_bell)
+		return;
+	/* Ours from an exec that failed: withdrawn, or written again. */
+	for (i = 0; i < NGRIDS; i++) {
+		w = me | GRID_READY;
+		atomic_compare_exchange_strong(&tree_bell->grids[i].key, &w, GRID_FREE);
+	}
+	if (!next)
+		return;
+	now = ps_clock_ns(CLOCK_MONOTONIC);
+	for (i = 0; i < NGRIDS; i++) {
+		g = &tree_bell->grids[i];
+		w = atomic_load_explicit(&g->key, memory_order_acquire);
+		if ((w & 0xff) == GRID_WRITING || (w != GRID_FREE && now - g->at < GRID_STALE_NS))
+			continue;
+		if (!atomic_compare_exchange_strong(&g->key, &w, me | GRID_WRITING))
+			continue;
+		g->next = next;
+		g->at = now;
+		atomic_store_explicit(&g->key, me | GRID_READY, memory_order_release);
+		return;
+	}
+}
+
+uint64_t
+ps_worker_take_grid(void)
+{
+	uint64_t me = (uint64_t)getpid() << 8 | GRID_READY, w, next, at;
+	struct grid *g;
+	int i;
+
+	for (i = 0; tree_bell && i < NGRIDS; i++) {
+		g = &tree_bell->grids[i];
+		if (atomic_load_explicit(&g->key, memory_order_acquire) != me)
+			continue;
+		next = g->next;
+		at = g->at;
+		w = me;
+		if (atomic_compare_exchange_strong(&g->key, &w, GRID_FREE) &&
+		    ps_clock_ns(CLOCK_MONOTONIC) - at < GRID_STALE_NS)
+			return next;
+	}
+	return 0;
 }
 
 /* ---- a fork child's birth notice, and where notices stand ------------ */

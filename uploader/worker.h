@@ -63,6 +63,16 @@ void ps_worker_flush(uint64_t timeout_ns, int final);
 /* The exec failed: the uploader goes on.  Context: the exec hooks. */
 void ps_worker_exec_failed(void);
 
+/* An exec is under way: leave `next` (ps_sampler_grid; 0: withdraw what
+ * an exec that failed left) in the tree's bell for the next image of this
+ * process.  Context: the exec hook. */
+void ps_worker_exec_grid(uint64_t next);
+
+/* The grid the image before this one left at its exec, taken; 0 if none
+ * (not in a tree, or not exec'd from an image of it).  Context:
+ * constructor, after ps_worker_start. */
+uint64_t ps_worker_take_grid(void);
+
 /* _exit: the last pass, waiting at most timeout_ns.  Nothing else is done
  * in the calling thread, which may be inside a signal handler or hold the
  * C library's locks.  Context: any thread; async-signal-safe. */

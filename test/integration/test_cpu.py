@@ -157,6 +157,28 @@ class ShortProcesses(ShimTest):
         self.assertLess(abs(got / truth - 1), 0.15, "profiles %.3f s of %.3f s (%d files)"
                         % (got, truth, files))
 
+    def test_an_exec_chain_counts_each_images_cpu_once(self):
+        """An exec chain of short images (pyenv's shims, `env` in a #!
+        line): 10 chains of 8 images of 4 ms, each image exec'ing the next
+        in the same process.  Each image goes on with the sampling grid
+        the one before left in the tree's bell; a fresh grid counted the
+        process's CPU from its fork again in every image that began within
+        20 ms of it (+65 % here).  Truth: the process's CPU clock at the
+        chain's end, every image's from the fork.  10 x about 35 ms at
+        1000 Hz: the count's rounding, 1 ms * sqrt(10) / 2 = 1.6 ms of
+        0.35 s, far inside 15 %."""
+        burn = os.path.join(PROG, "burn_exec")
+        env = clean_env({"PYROSCOPE_OUTPUT_DIR": self.out, "PYROSCOPE_SAMPLE_RATE": "1000",
+                         "PYROSCOPE_APPLICATION_NAME": "chain"})
+        truth = 0
+        for _ in range(10):
+            r = run([burn, "4"] * 8, env)
+            self.assertEqual((r.rc, r.err), (0, b""))
+            truth += int(r.out.split()[1]) / 1e9
+        got = sum(sum(read_folded(os.path.join(self.out, f)).values())
+                  for f in self.files() if f.endswith(".cpu.folded")) / 1e9
+        self.assertLess(abs(got / truth - 1), 0.15, "profiles %.3f s of %.3f s" % (got, truth))
+
     def test_40_processes_of_25ms_are_counted(self):
         got, truth, files, _ = self.burners(40, 25, 100)
         self.assertEqual(files, 40)
