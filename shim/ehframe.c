@@ -508,8 +508,17 @@ compute_row(const unsigned char *hdr, uintptr_t pc, struct row *row)
 	}
 	memset(row, 0, sizeof(*row));
 	/* glibc's __restore_rt describes the kernel's signal frame with DWARF
-	 * expressions; the walk reads that frame itself. */
+	 * expressions; the walk reads that frame itself.  Its FDE starts one
+	 * byte early (a nop, so that a return address minus one falls in it)
+	 * and covers `mov $15, %rax; syscall` (rt_sigreturn), as libunwind
+	 * checks; any other signal frame is left to libunwind. */
 	if (cie.signal) {
+		static const unsigned char restore_rt[] = { 0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00,
+							    0x00, 0x0f, 0x05 };
+
+		if (range != 1 + sizeof(restore_rt) ||
+		    memcmp((const void *)(start + 1), restore_rt, sizeof(restore_rt)))
+			return -1;
 		row->signal = 1;
 		return 0;
 	}
