@@ -185,7 +185,7 @@ thread_settime(int fresh)
 	if (fresh && start_grid) {
 		if (now + period_ns >= start_grid && now < start_grid + PS_SAMPLER_GRID_SLACK_NS) {
 			t_next = start_grid;
-			t_cpu_seen = start_grid - period_ns;
+			t_cpu_seen = start_grid > period_ns ? start_grid - period_ns : 0;
 			fresh = 0;
 		}
 		start_grid = 0;
