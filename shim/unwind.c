@@ -155,25 +155,28 @@ load(void)
  * exec copies the program's name (AT_EXECFN) first, just under the end of
  * the stack mapping, so the page boundary after the name is that end (or
  * a page under it for a name longer than a page: still within the stack).
- * Downwards the bound only has to stay inside the stack mapping and the
- * guard gap the kernel keeps free under it (stack_guard_gap, 1 MiB): 1 MiB
- * under the constructor's frame, and never more than RLIMIT_STACK under
- * the end.  A deeper stack is walked by libunwind instead (sp < lo).
- * Returns 0, or -1 when this is not the main thread or the bounds do not
- * hold the stack pointer: then ask pthread_getattr_np. */
+ * Downwards the bound only tells the main stack from another one (an
+ * alternate signal stack): the walk never reads under the interrupted
+ * stack pointer.  The stack may grow to RLIMIT_STACK under its end, and
+ * the kernel puts the mmap area below that (at least 128 MiB below, a
+ * third of the address space down without a limit), so no other stack
+ * lies within min(RLIMIT_STACK, 1 GiB) under the end, unless the program
+ * mapped one there by hand.  Returns 0, or -1 when this is not the main
+ * thread or the bounds do not hold the stack pointer: then ask
+ * pthread_getattr_np. */
 static int
 main_stack(void)
 {
 	uintptr_t fn = (uintptr_t)getauxval(AT_EXECFN), sp = (uintptr_t)__builtin_frame_address(0);
-	uintptr_t hi, lo;
+	uintptr_t hi, lo, most = (uintptr_t)1 << 30;
 	struct rlimit rl;
 
 	if (!fn || getpid() != (pid_t)syscall(SYS_gettid) || getrlimit(RLIMIT_STACK, &rl))
 		return -1;
 	hi = (fn + strlen((const char *)fn) + 1 + 4095) & ~(uintptr_t)4095;
-	lo = sp > (1u << 20) ? (sp - (1u << 20)) & ~(uintptr_t)4095 : 0;
-	if (rl.rlim_cur != RLIM_INFINITY && hi > rl.rlim_cur && hi - rl.rlim_cur > lo)
-		lo = hi - rl.rlim_cur;
+	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < most)
+		most = (uintptr_t)rl.rlim_cur & ~(uintptr_t)4095;
+	lo = hi > most ? hi - most : 0;
 	if (sp < lo || sp >= hi || fn < sp)
 		return -1;
 	t_stack_lo = lo;

@@ -221,6 +221,20 @@ class Unwinder(ShimTest):
             self.assertGreater(walked, 0.8 * 0.2e9, (mode, stacks))
 
 
+    def test_a_main_stack_deeper_than_a_mib_is_walked(self):
+        """600 frames of 4 KiB under main, 200 ms of CPU at the bottom at
+        250 Hz: the walk goes on from the leaf however deep the main
+        thread's stack is (to the 128 frames a sample holds), though no
+        libunwind is loaded.  Bound as above."""
+        env = clean_env({"PYROSCOPE_OUTPUT_DIR": self.out, "PYROSCOPE_SAMPLE_RATE": "250"})
+        r = run([os.path.join(PROG, "deep_stack"), "600", "200"], env)
+        self.assertEqual((r.rc, r.out, r.err), (0, b"ok\n", b""))
+        (f,) = [os.path.join(self.out, f) for f in self.files() if f.endswith(".cpu.folded")]
+        stacks = read_folded(f)
+        deep = sum(v for k, v in stacks.items() if k.split(";").count("deep") >= 100)
+        self.assertGreater(deep, 0.8 * 0.2e9, {k[-200:]: v for k, v in stacks.items()})
+
+
 class HostUntouched(ShimTest):
     def test_main_finds_errno_as_without_the_shim(self):
         """The shim's constructor makes calls that fail (the output
