@@ -274,6 +274,21 @@ handed_for_locked(int i, const struct birth *b, uint64_t w)
 	       handed[i].id[0] == b->id[0][0] && handed[i].id[1] == b->id[0][1];
 }
 
+/* How long after its notice (word w) an exec'd image's descriptors, which
+ * come through the socket, are waited for: a second, or ten for a program gone
+ * already (it ended without waiting, end_unwaited), which can make no
+ * helper of its own any more: they are in the socket's queue unless it
+ * died sending them, and a helper stopped or starved for a while finds
+ * the notice due before its accepting thread has run. */
+#define HAND_WAIT_NS (JOIN_TIMEOUT_MS * 1000000ull)
+#define HAND_WAIT_GONE_NS (10 * HAND_WAIT_NS)
+
+static uint64_t
+hand_wait(uint64_t w)
+{
+	return kill((pid_t)(w >> 8), 0) && errno == ESRCH ? HAND_WAIT_GONE_NS : HAND_WAIT_NS;
+}
+
 /* 1 if the notice b in slot i, whose word is w, is an exec'd image's whose
  * descriptors have not come through the socket yet. */
 static int
@@ -397,6 +412,16 @@ mapping_inode(pid_t pid, uintptr_t addr, unsigned long want, int *found)
 	}
 	fclose(f);
 	return *found ? ino : 0;
+}
+
+/* 1 once session s's program is gone: its pidfd says so, or it was taken
+ * after it ended without waiting (no pidfd: end_unwaited). */
+static int
+dead(const struct session *s)
+{
+	if (s->pidfd >= 0)
+		return host_gone(s->pidfd);
+	return !s->root && atomic_load_explicit(&s->c->maps_len, memory_order_acquire) != 0;
 }
 
 /* After an exec request: 1 when the image that made it is gone (its
@@ -677,7 +702,7 @@ take_birth(struct birth *b, int orphans, int now)
 	/* Not due: in its grace; or an exec'd image's descriptors, which
 	 * come through the socket after its notice, are not there yet (for
 	 * a while). */
-	if ((hand_awaited(slot, b, w) && age < JOIN_TIMEOUT_MS * 1000000ull) ||
+	if ((hand_awaited(slot, b, w) && age < hand_wait(w)) ||
 	    (!now && !atomic_load(&b->urgent) && age < BIRTH_GRACE_NS))
 		return;
 	px = session_of(ppid);
@@ -803,7 +828,7 @@ births_due(void)
 		if ((w & 0xff) != BIRTH_READY)
 			continue;
 		if (hand_awaited(i, &tree_bell->births[i], w))
-			due = min_u64(due, tree_bell->births[i].at + JOIN_TIMEOUT_MS * 1000000ull);
+			due = min_u64(due, tree_bell->births[i].at + hand_wait(w));
 		else
 			due = min_u64(due, tree_bell->births[i].at + BIRTH_GRACE_NS);
 	}
@@ -811,9 +836,9 @@ births_due(void)
 }
 
 /* 1 if a notice in the bell waits for its descriptors (an exec'd image's,
- * written less than a second ago).  Holding `lock`. */
+ * written less than hand_wait ago, or `most` if less).  Holding `lock`. */
 static int
-hands_awaited(void)
+hands_awaited(uint64_t most)
 {
 	const struct birth *b;
 	uint64_t w;
@@ -823,7 +848,7 @@ hands_awaited(void)
 		b = &tree_bell->births[i];
 		w = atomic_load_explicit(&b->word, memory_order_acquire);
 		if ((w & 0xff) == BIRTH_READY && hand_awaited(i, b, w) &&
-		    ps_clock_ns(CLOCK_MONOTONIC) - b->at < JOIN_TIMEOUT_MS * 1000000ull)
+		    ps_clock_ns(CLOCK_MONOTONIC) - b->at < min_u64(hand_wait(w), most))
 			return 1;
 	}
 	return 0;
@@ -934,7 +959,14 @@ static int
 serve(struct session *s, uint64_t now)
 {
 	struct ctl *k = s->c;
-	int req = atomic_exchange(&k->req, REQ_NONE);
+	int req;
+
+	/* The leader's last pass writes every file of the tree: not while a
+	 * program's tables are on their way (one that ended without waiting
+	 * is drained first), for a second at most: the leader waits. */
+	if (s->root && atomic_load(&k->req) == REQ_FINAL && hands_awaited(HAND_WAIT_NS))
+		return 0;
+	req = atomic_exchange(&k->req, REQ_NONE);
 
 	if (req == REQ_FINAL && s->root && s->pidfd >= 0)
 		watchdog();
@@ -1006,7 +1038,7 @@ loop(int helper_side)
 		 * pool that killed its workers) then finds their profiles
 		 * written when its own last pass answers. */
 		for (i = 0; i < nss;)
-			if (ss[i]->pidfd >= 0 && host_gone(ss[i]->pidfd) && serve(ss[i], now))
+			if (dead(ss[i]) && serve(ss[i], now))
 				end_session(i);
 			else
 				i++;
@@ -1017,10 +1049,11 @@ loop(int helper_side)
 				i++;
 		/* The last program is gone: the notices in their grace are
 		 * taken now, or never; one whose descriptors are still on
-		 * their way is waited for (births_due: at most a second). */
+		 * their way is waited for (hand_wait: a second, ten for a
+		 * program gone). */
 		if (!nss)
 			take_births(1);
-		if (!nss && !hands_awaited()) {
+		if (!nss && !hands_awaited(UINT64_MAX)) {
 			closing = 1;    /* the accepting thread answers no one now */
 			(void)ps_group_pass();
 			/* The ended programs' last intervals, in the helper: no
@@ -2173,7 +2206,9 @@ end_unwaited(uint64_t deadline)
 	int o = b ? birth_outcome(0) : 1;
 	uint32_t n;
 
-	if (o < 0 || (o == 0 && !b->exec) || !tree_alive())
+	/* Served by the tree's helper, not one of its own (a fork child
+	 * whose notice found no slot keeps the tree's bell mapped). */
+	if (bell != &tree_bell->wake || o < 0 || (o == 0 && !b->exec) || !tree_alive())
 		return 0;
 	n = maps_copy();
 	if (!n)
@@ -2185,6 +2220,25 @@ end_unwaited(uint64_t deadline)
 		atomic_store(&b->urgent, 1);
 	sem_post(bell);
 	return 1;
+}
+
+/* 1 if the tree's helper serves, or has yet to take the notice of, a
+ * program other than the leader: one that ended without waiting
+ * (end_unwaited) may not be a session yet.  Async-signal-safe. */
+PS_SIGSAFE static int
+tree_busy(void)
+{
+	uint64_t w;
+	int i;
+
+	if (atomic_load(&tree_bell->members))
+		return 1;
+	for (i = 0; i < NBIRTHS; i++) {
+		w = atomic_load_explicit(&tree_bell->births[i].word, memory_order_acquire);
+		if ((w & 0xff) != BIRTH_FREE)
+			return 1;
+	}
+	return 0;
 }
 
 /* Ask the loop for a pass and wait for it, at most until the deadline.
@@ -2206,7 +2260,7 @@ request(int req, uint64_t timeout_ns)
 	 * first.  An exec ends no span. */
 	if (helper && (req == REQ_EXEC || !(x->span && x->remote.otlp_url[0])) &&
 	    ps_stacktab_empty(x->st) &&
-	    !(tree_leader && tree_bell && req == REQ_FINAL && atomic_load(&tree_bell->members))) {
+	    !(tree_leader && tree_bell && req == REQ_FINAL && tree_busy())) {
 		/* A shell's child, a short command: its notice is withdrawn,
 		 * no session made. */
 		if (birth_slot != NBIRTHS && birth_outcome(1) < 0) {

@@ -618,6 +618,24 @@ class Trees(ShimTest):
         named = sum(v for k, v in stacks.items() if "burn" in k.split(";"))
         self.assertGreaterEqual(named, 4 * 10 ** 7, stacks)
 
+    def test_a_program_gone_before_its_notice_is_drained_before_the_leader(self):
+        """As above, but the shell ends while the helper is still stopped
+        (a background subshell lets it go on 0.3 s later): the helper then
+        finds spin's notice and the shell's last request together.  spin,
+        gone, is drained first, so that its samples are in the files when
+        the shell's last pass answers -- looked at by the shell's parent
+        (not preloaded) at once."""
+        env = self.env({"PYROSCOPE_SAMPLE_RATE": "100"})
+        del env["LD_PRELOAD"]
+        script = ('h=${PYROSHIM_HELPER#pyroshim-*-*-}; h=${h%%-*}; kill -STOP $h; '
+                  '"%s" 60 & p=$!; wait $p; (sleep 0.3; kill -CONT $h) & echo $p' % SPIN)
+        r = run(["sh", "-c", 'env LD_PRELOAD="%s" bash -c \'%s\'; ls "%s"'
+                 % (SHIM, script, self.out)], env)
+        self.assertEqual((r.rc, r.err), (0, b""))
+        pid, listing = r.out.decode().split("\n", 1)
+        self.assertIn(".cpu.pb.gz", listing)
+        self.assertIn(int(pid), self.pids_of("tree", "cpu.pb.gz"), self.log_text()[-3000:])
+
     def test_a_killed_program_of_the_tree_is_named(self):
         """A program exec'd in the tree and killed (SIGKILL: no last
         pass; its /proc/PID/maps is gone when the helper drains it) has its
