@@ -251,6 +251,18 @@ load_unwinder(void)
 			"unwind tables, C code under Go) are cut to their leaf");
 }
 
+/* This thread's stack bounds, once: the main thread's from where exec put
+ * it (main_stack returns -1 for any other), else pthread's. */
+static void
+know_stack(void)
+{
+	if (t_stack)
+		return;
+	if (main_stack())
+		learn_stack();
+	t_stack = 1;
+}
+
 void
 ps_unwind_init(void)
 {
@@ -259,11 +271,7 @@ ps_unwind_init(void)
 	(void)ps_gostack_init();
 	main_phdr = (const ElfW(Phdr) *)getauxval(AT_PHDR);
 	main_phnum = getauxval(AT_PHNUM);
-	if (!t_stack) {
-		if (main_stack())
-			learn_stack();
-		t_stack = 1;
-	}
+	know_stack();
 	/* The C code under Go frames (cgo, libc) is libunwind's alone, and
 	 * Go makes its threads without pthread_create. */
 	if (ps_gostack_objects() > 0)
@@ -283,10 +291,7 @@ ps_unwind_load(void)
 void
 ps_unwind_warm_thread(void)
 {
-	if (!t_stack) {
-		learn_stack();
-		t_stack = 1;
-	}
+	know_stack();
 	if (!t_warm && atomic_load_explicit(&unw.loaded, memory_order_acquire))
 		warm();
 }

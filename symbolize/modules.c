@@ -274,6 +274,16 @@ scan_vdso(struct scan *sc, uintptr_t lo, uintptr_t hi)
 	sc->err = scan_add(sc, &info, 0);
 }
 
+/* The length of the lines the watched program left at its end, at most
+ * their capacity; 0 while there are none. */
+static uint32_t
+left_len(const struct ps_modules *s)
+{
+	uint32_t n = s->left.text ? atomic_load_explicit(s->left.len, memory_order_acquire) : 0;
+
+	return n < s->left.cap ? n : s->left.cap;
+}
+
 /* The watched program's maps (this process's if none is watched): the
  * lines it left at its end once they are there (*left 1), else its
  * /proc/PID/maps.  NULL when neither can be read. */
@@ -281,21 +291,13 @@ static FILE *
 open_maps(const struct ps_modules *s, int *left)
 {
 	char path[64];
-	uint32_t n = s->left.text ? atomic_load_explicit(s->left.len, memory_order_acquire) : 0;
+	uint32_t n = left_len(s);
 
 	*left = n != 0;
 	if (n)
-		return fmemopen((void *)s->left.text, n < s->left.cap ? n : s->left.cap, "r");
+		return fmemopen((void *)s->left.text, n, "r");
 	snprintf(path, sizeof(path), "/proc/%d/maps", s->watched ? (int)s->watched : (int)getpid());
 	return fopen(path, "re");
-}
-
-/* 1 if the watched program left its lines (its maps read before may have
- * been cut short by its end). */
-static int
-left_now(const struct ps_modules *s)
-{
-	return s->left.text && atomic_load_explicit(s->left.len, memory_order_acquire) != 0;
 }
 
 /* Add the watched program's executable file mappings that the scan does
@@ -314,7 +316,7 @@ scan_watched(struct scan *sc, struct ps_modules *s)
 	FILE *f;
 
 	f = open_maps(s, &left);
-	if (!f && !left && left_now(s))   /* it left them as it went */
+	if (!f && !left && left_len(s))   /* it left them as it went */
 		f = open_maps(s, &left);
 	if (!f)
 		return -ESRCH;
@@ -333,7 +335,7 @@ scan_watched(struct scan *sc, struct ps_modules *s)
 	fclose(f);
 	/* It ended while they were read (a zombie's are empty): its own
 	 * lines at the next look-up. */
-	if (!left && left_now(s))
+	if (!left && left_len(s))
 		s->stale = 1;
 	return sc->err;
 }

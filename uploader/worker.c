@@ -414,14 +414,22 @@ mapping_inode(pid_t pid, uintptr_t addr, unsigned long want, int *found)
 	return *found ? ino : 0;
 }
 
+/* 1 if the program of control block k ended without waiting for its last
+ * pass (end_unwaited): it left its maps and its request. */
+static int
+ended_unwaited(const struct ctl *k)
+{
+	return atomic_load_explicit(&k->maps_len, memory_order_acquire) != 0;
+}
+
 /* 1 once session s's program is gone: its pidfd says so, or it was taken
- * after it ended without waiting (no pidfd: end_unwaited). */
+ * after it ended without waiting (no pidfd). */
 static int
 dead(const struct session *s)
 {
 	if (s->pidfd >= 0)
 		return host_gone(s->pidfd);
-	return !s->root && atomic_load_explicit(&s->c->maps_len, memory_order_acquire) != 0;
+	return !s->root && ended_unwaited(s->c);
 }
 
 /* After an exec request: 1 when the image that made it is gone (its
@@ -756,8 +764,7 @@ take_birth(struct birth *b, int orphans, int now)
 	      !s->c ? "its tables are not the memfds it announced" : "it is gone";
 	/* Gone already is no matter for an image that ended without
 	 * waiting: it left all its last pass needs, and asked for it. */
-	if (!s->c || (s->pidfd < 0 && !(exec && atomic_load_explicit(&s->c->maps_len,
-								      memory_order_acquire))))
+	if (!s->c || (s->pidfd < 0 && !(exec && ended_unwaited(s->c))))
 		goto out;
 	if (exec) {
 		/* Its own settings, copied out of memory it can still write. */
@@ -2222,6 +2229,14 @@ end_unwaited(uint64_t deadline)
 	return 1;
 }
 
+/* 1 if this program has a span to send over OTLP: it ends at the last
+ * pass, which the program must wait for. */
+PS_SIGSAFE static int
+span_to_send(void)
+{
+	return x->span && x->remote.otlp_url[0];
+}
+
 /* 1 if the tree's helper serves, or has yet to take the notice of, a
  * program other than the leader: one that ended without waiting
  * (end_unwaited) may not be a session yet.  Async-signal-safe. */
@@ -2258,7 +2273,7 @@ request(int req, uint64_t timeout_ns)
 	 * whose notice is pending) the helper's taking it, unless the leader
 	 * of a tree with other programs ends: its children are drained
 	 * first.  An exec ends no span. */
-	if (helper && (req == REQ_EXEC || !(x->span && x->remote.otlp_url[0])) &&
+	if (helper && (req == REQ_EXEC || !span_to_send()) &&
 	    ps_stacktab_empty(x->st) &&
 	    !(tree_leader && tree_bell && req == REQ_FINAL && tree_busy())) {
 		/* A shell's child, a short command: its notice is withdrawn,
@@ -2281,7 +2296,7 @@ request(int req, uint64_t timeout_ns)
 	 * (The leader waits: its caller looks at the files when it returns.
 	 * A span to send ends at the last pass.) */
 	if (req == REQ_FINAL && helper && !tree_leader && tree_bell &&
-	    !(x->span && x->remote.otlp_url[0]) && end_unwaited(deadline))
+	    !span_to_send() && end_unwaited(deadline))
 		return;
 	if (settle())
 		return;
