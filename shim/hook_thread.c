@@ -64,6 +64,7 @@ static void *
 trampoline(void *p)
 {
 	struct start s = *(struct start *)p;
+	int saved = errno;
 
 	ps_guard_enter();
 	free(p);
@@ -76,6 +77,9 @@ trampoline(void *p)
 		ps_hook_thread_adopt();
 	}
 	ps_guard_leave();
+	/* The start routine finds errno as without the shim: warming the
+	 * unwinder and arming the timer make calls that fail. */
+	errno = saved;
 	return s.fn(s.arg);
 }
 
@@ -84,7 +88,7 @@ pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), vo
 {
 	PS_NEXT(pthread_create);
 	struct start *s;
-	int rc, shim;
+	int rc, shim, saved = errno;
 
 	if (!real_pthread_create)
 		return EAGAIN;
@@ -98,12 +102,17 @@ pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), vo
 	}
 	s = malloc(sizeof(*s));
 	ps_guard_leave();
+	if (s) {
+		s->fn = fn;
+		s->arg = arg;
+		s->shim = shim;
+		s->blocked = ps_sigvirt_thread_blocked();
+	}
+	/* The caller finds errno as the C library leaves it: libunwind's
+	 * load (the first thread) makes calls that fail. */
+	errno = saved;
 	if (!s)
 		return real_pthread_create(t, attr, fn, arg);  /* no warm-up, but no failure either */
-	s->fn = fn;
-	s->arg = arg;
-	s->shim = shim;
-	s->blocked = ps_sigvirt_thread_blocked();
 	rc = real_pthread_create(t, attr, trampoline, s);
 	if (rc)
 		free(s);

@@ -249,6 +249,17 @@ class HostUntouched(ShimTest):
         self.assertEqual((lone.rc, lone.out, lone.err), (0, base.out, b""))
         self.assertEqual((below.rc, below.out, below.err), (0, base.out, b""))
 
+    def test_a_first_thread_finds_errno_as_without_the_shim(self):
+        """The program's first pthread_create loads libunwind, and every
+        thread's start warms the unwinder and arms its timer: calls that
+        fail.  The caller of pthread_create and the thread's start routine
+        find errno as without the shim (0 and 0 here; 24 and 24 before)."""
+        prog = os.path.join(PROG, "errno_thread")
+        base = run([prog], clean_env(preload=False))
+        r = run([prog], clean_env({"PYROSCOPE_OUTPUT_DIR": self.out}))
+        self.assertEqual((base.rc, base.out), (0, b"0 0\n"))
+        self.assertEqual((r.rc, r.out, r.err), (0, base.out, b""))
+
     def test_exec_without_preload_survives_armed_timer(self):
         # Each `env -u LD_PRELOAD spin` execs an image with no handler; a
         # timer left armed across the exec would kill it with SIGPROF.
