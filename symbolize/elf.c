@@ -96,6 +96,37 @@ phdrs_match(const struct elf *e, const ElfW(Phdr) *mem, uint32_t n)
 	return 0;
 }
 
+/* The file's PT_LOAD segments into t (ps_elf_addr). */
+static void
+keep_segments(const struct elf *e, struct ps_symtab *t)
+{
+	const ElfW(Ehdr) *eh = (const void *)e->p;
+	const ElfW(Phdr) *f;
+	uint32_t i;
+
+	t->nseg = 0;
+	if (eh->e_phentsize != sizeof(*f) ||
+	    !in_file(e, eh->e_phoff, (uint64_t)eh->e_phnum * sizeof(*f), _Alignof(ElfW(Phdr))))
+		return;
+	f = (const void *)(e->p + eh->e_phoff);
+	for (i = 0; i < eh->e_phnum && t->nseg < PS_MAX_SEGS; i++)
+		if (f[i].p_type == PT_LOAD)
+			t->seg[t->nseg++] = (struct ps_seg){ f[i].p_vaddr, f[i].p_offset, f[i].p_filesz };
+}
+
+int
+ps_elf_addr(const struct ps_symtab *t, uint64_t off, uint64_t *addr)
+{
+	uint32_t i;
+
+	for (i = 0; i < t->nseg; i++)
+		if (off >= t->seg[i].offset && off - t->seg[i].offset < t->seg[i].filesz) {
+			*addr = t->seg[i].vaddr + (off - t->seg[i].offset);
+			return 0;
+		}
+	return -ENOENT;
+}
+
 static const ElfW(Shdr) *
 find_section(const struct elf *e, uint32_t type)
 {
@@ -599,6 +630,8 @@ load_file_at(const char *path, const ElfW(Phdr) *mem, uint32_t phnum, struct ps_
 		memcpy(t->build_id, id, idlen);
 		t->build_id_len = (uint32_t)idlen;
 	}
+	if (rc == 0 && !debug)
+		keep_segments(&e, t);
 	/* A stripped Go binary: its function table names the Go code, and
 	 * .dynsym (added below) what it exports. */
 	go = rc == 0 && t->n == 0;

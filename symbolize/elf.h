@@ -29,12 +29,21 @@ struct ps_sym {
 	uint32_t name;  /* PS_SYM_* flags | offset in ps_symtab.names */
 };
 
+/* Most PT_LOAD segments of a file kept (a linker writes 2 to 5). */
+#define PS_MAX_SEGS 16
+
 struct ps_symtab {
 	struct ps_sym *v;       /* owned; sorted by lo, one entry per lo */
 	uint32_t n, alloc;
 	struct ps_buf names;    /* NUL-terminated names, cap 256 MiB */
 	uint8_t build_id[64];   /* the object's GNU build ID (NT_GNU_BUILD_ID) */
 	uint32_t build_id_len;  /* 0: none */
+	/* The file's PT_LOAD segments, so that a file offset is a link-time
+	 * address (ps_elf_addr). */
+	struct ps_seg {
+		uint64_t vaddr, offset, filesz;
+	} seg[PS_MAX_SEGS];
+	uint32_t nseg;
 };
 
 /* Read the symbols of the file at path into *t (empty on entry).  mem/phnum:
@@ -75,6 +84,10 @@ int ps_elf_file_alive(uint64_t id);
 /* The symbol covering off (a link-time address), or NULL.  A sized symbol
  * that contains off wins over an unsized one before it. */
 const struct ps_sym *ps_elf_find_sym(const struct ps_symtab *t, uint64_t off);
+
+/* The link-time address of file offset off: off's place in the PT_LOAD
+ * segment that holds it.  Returns 0 and sets *addr, or -ENOENT. */
+int ps_elf_addr(const struct ps_symtab *t, uint64_t off, uint64_t *addr);
 
 /* Where separate debug files are looked for: by build ID under
  * PS_DEBUG_ROOT/.build-id/, and by name (PS_DEBUG_PATH, libdwfl's

@@ -48,7 +48,7 @@ module_free(struct ps_module *m)
 	free(m->base);
 	free(m->shown);
 	free(m->phdr);
-	ps_elf_put(m->tab);
+	ps_object_put(m->obj);
 }
 
 static void
@@ -201,8 +201,8 @@ carry_over(struct ps_modules *s, struct ps_module *v, uint32_t n)
 		    (old->path && strcmp(old->path, v[i].path) != 0))
 			continue;
 		v[i].state = old->state;
-		v[i].tab = old->tab;
-		old->tab = NULL;
+		v[i].obj = old->obj;
+		old->obj = NULL;
 		old->state = PS_MOD_NEW;
 		kept++;
 	}

@@ -16,7 +16,6 @@
 #include <link.h>
 #include <stdint.h>
 #include "common/ps.h"
-#include "symbolize/elf.h"
 #include "symbolize/symbols.h"
 
 enum { PS_MOD_NEW = 0, PS_MOD_READY = 1, PS_MOD_NOFILE = 2 };
@@ -31,8 +30,8 @@ struct ps_module {
 				 * or "[vdso]", "[anon]" when it has none */
 	ElfW(Phdr) *phdr;       /* owned copy; NULL: do not check the file */
 	uint32_t phnum;
-	int state;              /* PS_MOD_*; tab is set when PS_MOD_READY */
-	const struct ps_symtab *tab; /* a reference (ps_elf_get), or NULL */
+	int state;              /* PS_MOD_*; obj is set when PS_MOD_READY */
+	struct ps_object *obj;  /* owned (ps_object_get), or NULL */
 };
 
 struct ps_modules {

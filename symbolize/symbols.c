@@ -1,6 +1,7 @@
 /* symbols.c -- instruction pointers to names.  See symbols.h.
  *
- * Three layers, each a cache of the next:
+ * Two layers here, each a cache of the next, over the object side
+ * (symbolizer.h):
  *
  *   IP cache     ip -> (kind, name), open addressing, load factor <= 1/2.
  *                Names live once each in a pool (interned), because the
@@ -10,8 +11,10 @@
  *                refills from the layers below (counted in `flushes`).  A
  *                profile rarely has that many distinct IPs, and emptying is
  *                simpler and more predictable than any eviction order.
- *   modules      the loaded objects (modules.h).
- *   symbol table per object, read lazily from its ELF file (elf.h).
+ *   modules      the loaded objects (modules.h), each with its file's
+ *                ps_object got at the first look-up in it; an address
+ *                becomes a file offset through the loaded image's own
+ *                program headers.
  */
 #include "symbolize/symbols.h"
 
@@ -25,20 +28,13 @@
 #include <unistd.h>
 
 #include "common/buf.h"
-#include "common/clock.h"
 #include "common/hash.h"
-#include "common/log.h"
-#include "symbolize/dwarf.h"
-#include "symbolize/elf.h"
 #include "symbolize/modules.h"
-#include "symbolize/symcache.h"
 
 #define MIN_IP_SLOTS  1024u
 #define MAX_IP_SLOTS  (1u << 20)     /* power of two */
 #define MAX_POOL      (64u << 20)    /* bytes of cached result names */
 #define MAX_NAME      16384          /* one result name, NUL included */
-#define MAX_CACHED_OBJECTS 256       /* objects with a symbol cache open */
-#define MAX_PENDING   1024           /* functions to complete in the symbol cache */
 
 struct ipent {
 	uintptr_t ip;
@@ -46,74 +42,33 @@ struct ipent {
 	uint32_t kind;          /* PS_SYM_FUNC or PS_SYM_UNKNOWN */
 };
 
-typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
-
 struct ps_symbols {
 	uintptr_t skip_lo, skip_hi;
 	struct ps_modules mods; /* owned */
+	struct ps_symbolizer *z; /* owned: the object side */
 	struct ipent *ips;      /* owned; nslots entries */
 	uint32_t *interned;     /* owned; nslots entries: 1 + pool offset */
 	uint32_t nslots, count; /* count: IPs cached */
 	struct ps_buf pool;     /* cached names, cap MAX_POOL */
-	demangle_fn demangle;   /* NULL until the process has a C++ runtime */
-	struct ps_dwarf *dwarf; /* shared_dwarf, or owned when dwarf_own;
-				 * NULL: no source lines */
-	int dwarf_own;
-	struct ps_buf src;      /* strings of the last ps_symbols_source */
 	char region[PATH_MAX];  /* file of the last ps_symbols_mapping outside
 				 * every object */
-	/* The symbol caches (symcache.h) of the build IDs met: references to
-	 * the process's shared ones, kept when the object is unloaded (it
-	 * may come back). */
-	char cache_dir[PATH_MAX]; /* "": none */
-	uint64_t cache_cap;
-	int cache_checked;      /* the directory was checked, once */
-	struct objcache {
-		uint8_t id[64];
-		uint32_t idlen;
-		struct ps_symcache *c;  /* owned; NULL: could not be opened */
-	} *caches;              /* owned, ncaches entries */
-	uint32_t ncaches;
-	/* Functions where DWARF was asked: the next save looks the rest of
-	 * each up, so that the next run finds every address of the function
-	 * (the same code, other instructions sampled) without DWARF. */
-	struct pending {
-		uintptr_t ip;
-		struct ps_symcache *c;
-	} pending[MAX_PENDING];
-	uint32_t npending;
 	struct ps_symbols_stats st;
 	char scratch[MAX_NAME]; /* the result being built */
 };
 
 static void cache_clear(struct ps_symbols *s);
 
-/* The DWARF reader every ps_symbols of the process shares, so that a tree's
- * helper reads libc's DWARF once for all its programs; what it holds of a
- * file goes when the file's symbol table goes (ps_dwarf_drop).  Owned by
- * whoever holds the worker's lock, as every use of symbols is.  Made with
- * the first user's cap: a reader asked for another while it is in use gets
- * one of its own. */
-static struct ps_dwarf *shared_dwarf;
-static uint64_t shared_cap;
-static int shared_debuginfod;
-static uint32_t shared_users;
-
 /* The module of ip; the IP cache is emptied when a re-read of the object
  * list found one gone or moved. */
 static struct ps_module *
 find_module(struct ps_symbols *s, uintptr_t ip)
 {
-	uint64_t scans = s->mods.scans;
 	struct ps_module *m = ps_modules_find(&s->mods, ip);
 
 	if (s->mods.moved) {
 		s->mods.moved = 0;
 		cache_clear(s);
 	}
-	/* A C++ runtime may have been loaded since the last walk. */
-	if (!s->demangle && s->mods.scans != scans)
-		s->demangle = (demangle_fn)dlsym(RTLD_DEFAULT, "__cxa_demangle");
 	return m;
 }
 
@@ -272,26 +227,6 @@ put_offset(struct ps_symbols *s, const char *prefix, uintptr_t v)
 	memcpy(s->scratch + n, p, (size_t)(hex + sizeof(hex) - p));
 }
 
-/* A function name into s->scratch, demangled when it is a C++ one and the
- * process has __cxa_demangle; the mangled name otherwise. */
-static void
-put_func(struct ps_symbols *s, const char *raw)
-{
-	char *d = NULL, *at;
-	int status = -1;
-
-	if (s->demangle && raw[0] == '_' && raw[1] == 'Z')
-		d = s->demangle(raw, NULL, NULL, &status);
-	copy_out(s->scratch, sizeof(s->scratch), d && status == 0 ? d : raw);
-	free(d);
-	/* A .symtab names versioned definitions "name@@GLIBC_2.34": the
-	 * function is "name", as in .dynsym and in every other profiler.
-	 * "name@plt" (elf.c's PLT stubs) is kept. */
-	at = strchr(s->scratch, '@');
-	if (at && at != s->scratch && strcmp(at, "@plt") != 0)
-		*at = '\0';
-}
-
 /* For a program this process is no copy of, only its vDSO can be named
  * through this process's dladdr: the kernel maps the same one into every
  * process, at another address.  1 if ip, in module m, was. */
@@ -309,7 +244,7 @@ load_module(struct ps_symbols *s, struct ps_module *m)
 {
 	int rc;
 
-	rc = ps_elf_get(m->path, m->phdr, m->phnum, &m->tab);
+	rc = ps_object_get(m->path, m->phdr, m->phnum, &m->obj);
 	if (rc == 0)
 		s->st.shared++;
 	else
@@ -319,26 +254,44 @@ load_module(struct ps_symbols *s, struct ps_module *m)
 	return rc == -ENOMEM ? rc : 0;
 }
 
+/* The file offset of ip, which m contains: its place in the loaded
+ * segment that holds it.  Returns 0 and sets *off, or -ENOENT (in no
+ * segment, or m has no program headers). */
+static int
+file_offset(const struct ps_module *m, uintptr_t ip, uint64_t *off)
+{
+	uintptr_t a = ip - m->bias;
+	uint32_t i;
+
+	for (i = 0; m->phdr && i < m->phnum; i++)
+		if (m->phdr[i].p_type == PT_LOAD && a >= m->phdr[i].p_vaddr &&
+		    a - m->phdr[i].p_vaddr < m->phdr[i].p_memsz) {
+			*off = m->phdr[i].p_offset + (a - m->phdr[i].p_vaddr);
+			return 0;
+		}
+	return -ENOENT;
+}
+
 /* Name ip, which m contains, into s->scratch.  Returns PS_SYM_*, or
  * -ENOMEM when the object's symbols could not be read for want of memory
  * (nothing is cached then, so a later look-up tries again). */
 static int
 resolve(struct ps_symbols *s, struct ps_module *m, uintptr_t ip)
 {
-	const struct ps_sym *sym;
+	struct ps_src_frame f;
+	uint64_t off;
 	Dl_info di;
 
 	if (m->state == PS_MOD_NEW && load_module(s, m))
 		return -ENOMEM;
 	if (m->state == PS_MOD_READY) {
-		sym = ps_elf_find_sym(m->tab, ip - m->bias);
-		if (sym) {
-			put_func(s, (char *)m->tab->names.data + (sym->name & PS_SYM_OFF));
+		if (file_offset(m, ip, &off) == 0 && ps_symbolize(s->z, m->obj, off, 0, &f, 1) > 0) {
+			copy_out(s->scratch, sizeof(s->scratch), f.name);
 			return PS_SYM_FUNC;
 		}
 	} else if (s->mods.only ? vdso_dladdr(m, ip, &di) :
 		   (dladdr((void *)ip, &di) && di.dli_sname && di.dli_saddr)) {
-		put_func(s, di.dli_sname);
+		copy_out(s->scratch, sizeof(s->scratch), ps_symbolize_name(s->z, di.dli_sname));
 		return PS_SYM_FUNC;
 	}
 	put_offset(s, m->base, ip - m->bias);
@@ -377,8 +330,8 @@ ps_symbols_new(struct ps_symbols **out, uintptr_t skip_lo, uintptr_t skip_hi)
 	s->skip_hi = skip_hi;
 	s->mods.stale = 1;
 	s->pool = (struct ps_buf)PS_BUF_INIT(MAX_POOL);
-	s->src = (struct ps_buf)PS_BUF_INIT(PS_MAX_INLINE * 3 * MAX_NAME);
-	if (cache_resize(s, MIN_IP_SLOTS) < 0) {
+	if (ps_symbolizer_new(&s->z) < 0 || cache_resize(s, MIN_IP_SLOTS) < 0) {
+		ps_symbolizer_free(s->z);
 		free(s);
 		return -ENOMEM;
 	}
@@ -402,20 +355,17 @@ ps_symbols_free(struct ps_symbols *s)
 	if (!s)
 		return;
 	ps_modules_free(&s->mods);
-	if (s->dwarf_own)
-		ps_dwarf_free(s->dwarf);
-	else if (s->dwarf)
-		shared_users--;
-	/* The files this one alone held are let go now. */
-	ps_dwarf_drop(shared_dwarf, ps_elf_file_alive);
-	for (uint32_t i = 0; i < s->ncaches; i++)
-		ps_symcache_put(s->caches[i].c);
-	free(s->caches);
-	ps_buf_free(&s->src);
+	ps_symbolizer_free(s->z);
 	free(s->ips);
 	free(s->interned);
 	ps_buf_free(&s->pool);
 	free(s);
+}
+
+struct ps_symbolizer *
+ps_symbols_symbolizer(struct ps_symbols *s)
+{
+	return s->z;
 }
 
 int
@@ -453,15 +403,6 @@ ps_symbols_lookup(struct ps_symbols *s, uintptr_t ip, char *buf, size_t len)
 }
 
 void
-ps_symbols_release_shared(void)
-{
-	if (shared_users == 0) {
-		ps_dwarf_free(shared_dwarf);
-		shared_dwarf = NULL;
-	}
-}
-
-void
 ps_symbols_learn(struct ps_symbols *s)
 {
 	if (s)
@@ -480,270 +421,31 @@ ps_symbols_invalidate(struct ps_symbols *s)
 void
 ps_symbols_get_stats(const struct ps_symbols *s, struct ps_symbols_stats *st)
 {
-	struct ps_dwarf_stats ds = { 0 };
-
 	*st = s->st;
-	st->dwarf_over_cap = s->dwarf ? ps_dwarf_over_cap(s->dwarf) : 0;
-	if (s->dwarf)
-		ps_dwarf_get_stats(s->dwarf, &ds);
-	st->dwarf_loaded = ds.loaded;
-	st->dwarf_no_debug = ds.no_debug;
-	st->dwarf_opened = ds.opened;
+	ps_symbolizer_get_stats(s->z, &st->obj);
 	st->modules = s->mods.n;
 	st->scans = s->mods.scans;
 	st->cached = s->count;
 }
 
 int
-ps_symbols_use_dwarf(struct ps_symbols *s, uint64_t mem_cap, int debuginfod)
-{
-	int rc;
-
-	if (s->dwarf || mem_cap == 0)
-		return 0;
-	if (shared_dwarf && shared_users == 0 &&
-	    (shared_cap != mem_cap || shared_debuginfod != debuginfod)) {
-		ps_dwarf_free(shared_dwarf);
-		shared_dwarf = NULL;
-	}
-	if (!shared_dwarf) {
-		rc = ps_dwarf_new(&shared_dwarf, mem_cap, debuginfod);
-		if (rc)
-			return rc;
-		shared_cap = mem_cap;
-		shared_debuginfod = debuginfod;
-	}
-	if (shared_cap != mem_cap || shared_debuginfod != debuginfod) {
-		s->dwarf_own = 1;
-		return ps_dwarf_new(&s->dwarf, mem_cap, debuginfod);
-	}
-	s->dwarf = shared_dwarf;
-	shared_users++;
-	return 0;
-}
-
-int
-ps_symbols_use_cache(struct ps_symbols *s, const char *dir, uint64_t cap)
-{
-	if (!dir || !dir[0] || cap == 0)
-		return 0;
-	if ((size_t)snprintf(s->cache_dir, sizeof(s->cache_dir), "%s", dir) >= sizeof(s->cache_dir)) {
-		s->cache_dir[0] = '\0';
-		return -ENAMETOOLONG;
-	}
-	s->cache_cap = cap;
-	return 0;
-}
-
-/* The symbol cache of m's object, opened at its first look-up; NULL when
- * there is none (no cache, no build ID, the directory not usable). */
-static struct ps_symcache *
-object_cache(struct ps_symbols *s, const struct ps_module *m)
-{
-	const struct ps_symtab *t = m->tab;
-	struct ps_symcache_stats cs;
-	struct objcache *v;
-	const char *why;
-	uint32_t i;
-	int rc, opened;
-
-	if (!s->cache_dir[0] || m->state != PS_MOD_READY || t->build_id_len == 0 ||
-	    t->build_id_len > sizeof(v->id))
-		return NULL;
-	if (!s->cache_checked) {
-		s->cache_checked = 1;
-		rc = ps_symcache_dir_check(s->cache_dir, &why);
-		if (rc) {
-			ps_info("symbol cache %s not used: %s", s->cache_dir, why);
-			s->cache_dir[0] = '\0';
-			return NULL;
-		}
-	}
-	for (i = 0; i < s->ncaches; i++)
-		if (s->caches[i].idlen == t->build_id_len &&
-		    !memcmp(s->caches[i].id, t->build_id, t->build_id_len))
-			return s->caches[i].c;
-	if (s->ncaches >= MAX_CACHED_OBJECTS)
-		return NULL;
-	v = realloc(s->caches, (s->ncaches + 1) * sizeof(*v));
-	if (!v)
-		return NULL;
-	s->caches = v;
-	v = &v[s->ncaches];
-	memcpy(v->id, t->build_id, t->build_id_len);
-	v->idlen = t->build_id_len;
-	v->c = NULL;
-	if (ps_symcache_get(s->cache_dir, t->build_id, t->build_id_len, s->cache_cap, &v->c,
-			    &opened))
-		v->c = NULL;
-	s->ncaches++;
-	if (v->c && !opened)
-		s->st.cache_shared++;
-	if (v->c && opened) {
-		ps_symcache_get_stats(v->c, &cs);
-		s->st.cache_files += (uint32_t)cs.loaded;
-		if (cs.rejected) {
-			s->st.cache_rejected++;
-			ps_info("symbol cache: the file for %s was not used (not this user's, "
-				"corrupt, or of another build ID); it will be replaced", m->shown);
-		}
-	}
-	return v->c;
-}
-
-/* complete()'s way into the cache. */
-struct fill {
-	struct ps_symcache *c;
-	uintptr_t bias;
-	uint64_t added;
-};
-
-static int
-fill_one(void *arg, uintptr_t lo, uintptr_t hi, const struct ps_dwarf_frame *f, int n)
-{
-	struct fill *x = arg;
-	uint64_t a = lo - x->bias, end = hi - x->bias;
-	int rc;
-
-	/* Every gap between the ranges kept already (add cuts at the next). */
-	while ((a = ps_symcache_gap(x->c, a, end)) < end) {
-		rc = ps_symcache_add(x->c, a, end, a, f, n);
-		if (rc)
-			return rc == -ENOSPC || rc == -ENOMEM;
-		x->added++;
-	}
-	return 0;
-}
-
-/* Put every answer of the function at ip (the DWARF function within its
- * ELF symbol's extent) into c, unless c holds them all already. */
-static void
-complete(struct ps_symbols *s, uintptr_t ip, struct ps_symcache *c)
-{
-	struct ps_module *m = find_module(s, ip);
-	struct fill x = { c, 0, 0 };
-	const struct ps_sym *sym;
-
-	if (!m || m->state != PS_MOD_READY || object_cache(s, m) != c)
-		return;
-	sym = ps_elf_find_sym(m->tab, ip - m->bias);
-	if (!sym || !(sym->name & PS_SYM_SIZED) ||
-	    ps_symcache_gap(c, sym->lo, sym->lo + sym->len) == sym->lo + sym->len)
-		return;
-	x.bias = m->bias;
-	(void)ps_dwarf_function(s->dwarf, m->path, ps_elf_file_id(m->tab), m->bias, ip,
-				m->bias + sym->lo, m->bias + sym->lo + sym->len, PS_MAX_INLINE,
-				fill_one, &x);
-	s->st.src_filled += x.added;
-}
-
-void
-ps_symbols_save(struct ps_symbols *s, uint64_t fill_ns)
-{
-	uint64_t deadline = ps_clock_ns(CLOCK_MONOTONIC) + fill_ns;
-	uint32_t i;
-	int rc;
-
-	if (!s)
-		return;
-	while (s->npending > 0 && ps_clock_ns(CLOCK_MONOTONIC) < deadline) {
-		s->npending--;
-		complete(s, s->pending[s->npending].ip, s->pending[s->npending].c);
-	}
-	for (i = 0; i < s->ncaches; i++) {
-		rc = ps_symcache_save(s->caches[i].c);
-		if (rc == -ENOSPC)
-			s->st.cache_full = 1;
-		else if (rc)
-			ps_debug("symbol cache not written: %s", strerror(-rc));
-	}
-}
-
-/* Append str (NUL included) to s->src; its offset, or -1 when full. */
-static int64_t
-src_put(struct ps_symbols *s, const char *str)
-{
-	size_t off = s->src.len;
-
-	if (ps_buf_append(&s->src, str, strlen(str) + 1) < 0)
-		return -1;
-	return (int64_t)off;
-}
-
-/* A DWARF frame's names into s->src: demangled name, system name. */
-static void
-src_names(struct ps_symbols *s, const struct ps_dwarf_frame *df, int64_t *name, int64_t *sys)
-{
-	if (df->linkage) {
-		put_func(s, df->linkage);
-		*name = src_put(s, s->scratch);
-		*sys = src_put(s, df->linkage);
-	} else {
-		*name = *sys = src_put(s, df->name);
-	}
-}
-
-int
 ps_symbols_source(struct ps_symbols *s, uintptr_t ip, struct ps_src_frame *out, int max)
 {
-	struct ps_dwarf_frame df[PS_MAX_INLINE];
-	int64_t off[PS_MAX_INLINE][3], sym;
-	struct ps_symcache *c;
 	struct ps_module *m;
-	uintptr_t valid[2];
-	uint64_t end;
-	int n, i;
+	uint64_t off;
+	int n;
 
 	if (!s || !out || max <= 0)
 		return -EINVAL;
-	if (!s->dwarf || (ip >= s->skip_lo && ip < s->skip_hi))
+	if (ip >= s->skip_lo && ip < s->skip_hi)
 		return 0;
 	m = find_module(s, ip);
-	/* Only code that a symbol names: elsewhere (PLT stubs included)
-	 * libdw may answer with the nearest line of some other function. */
-	if (!m || !m->path || resolve_cached(s, m, ip) != PS_SYM_FUNC || strstr(s->scratch, "@plt"))
+	if (!m || (m->state == PS_MOD_NEW && load_module(s, m)) || m->state != PS_MOD_READY ||
+	    file_offset(m, ip, &off))
 		return 0;
-	/* The symbol's name now: the inlined frames' names reuse scratch. */
-	ps_buf_reset(&s->src);
-	sym = src_put(s, s->scratch);
-	max = max < PS_MAX_INLINE ? max : PS_MAX_INLINE;
-	c = object_cache(s, m);
-	n = c ? ps_symcache_find(c, ip - m->bias, df, max, &end) : -ENOENT;
-	if (n >= 0) {
-		s->st.src_cached++;
-	} else {
-		s->st.src_lookups++;
-		n = ps_dwarf_lookup(s->dwarf, m->path, ps_elf_file_id(m->tab), m->bias, ip, df, max,
-				    valid);
-		if (c && valid[1] > valid[0] && n >= 0 &&
-		    ps_symcache_add(c, valid[0] - m->bias, valid[1] - m->bias, ip - m->bias, df, n) == -ENOSPC)
-			s->st.cache_full = 1;
-		if (c && n >= 0 && valid[1] > valid[0] && s->npending < MAX_PENDING)
-			s->pending[s->npending++] = (struct pending){ ip, c };
-	}
-	if (n <= 0 || sym < 0)
-		return n < 0 ? n : 0;
-	for (i = 0; i < n; i++) {
-		if (i == n - 1) {
-			/* The function that holds the code: the symbol's name. */
-			off[i][0] = sym;
-			off[i][1] = df[i].linkage ? src_put(s, df[i].linkage) : sym;
-		} else {
-			src_names(s, &df[i], &off[i][0], &off[i][1]);
-		}
-		off[i][2] = src_put(s, df[i].file);
-		if (off[i][0] < 0 || off[i][1] < 0 || off[i][2] < 0)
-			return 0;
-	}
-	/* Pointers only now: the buffer may have moved while it grew. */
-	for (i = 0; i < n; i++) {
-		out[i].name = (const char *)s->src.data + off[i][0];
-		out[i].system_name = (const char *)s->src.data + off[i][1];
-		out[i].file = (const char *)s->src.data + off[i][2];
-		out[i].line = df[i].line;
-		out[i].start_line = df[i].decl_line;
-	}
-	return n;
+	n = ps_symbolize(s->z, m->obj, off, PS_FRAMES_LINES, out, max);
+	/* The function alone is what ps_symbols_lookup said already. */
+	return n == 1 && !out[0].file[0] && !out[0].line ? 0 : n > 0 ? n : 0;
 }
 
 int
@@ -752,7 +454,8 @@ ps_symbols_mapping(struct ps_symbols *s, uintptr_t ip, struct ps_map_info *out)
 	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE), lo;
 	const ElfW(Phdr) *ph;
 	struct ps_module *m;
-	uint32_t i;
+	const uint8_t *id;
+	uint32_t i, idlen;
 
 	if (!s || !out)
 		return -EINVAL;
@@ -782,8 +485,9 @@ ps_symbols_mapping(struct ps_symbols *s, uintptr_t ip, struct ps_map_info *out)
 	}
 	out->file = m->shown;
 	/* The vDSO is named through dladdr; a file by its symbol table. */
-	out->has_functions = m->state == PS_MOD_READY ? m->tab->n > 0 : 1;
-	for (i = 0; m->tab && i < m->tab->build_id_len; i++)
-		snprintf(out->build_id + 2 * i, 3, "%02x", m->tab->build_id[i]);
+	out->has_functions = m->state == PS_MOD_READY ? ps_object_has_functions(m->obj) : 1;
+	idlen = m->state == PS_MOD_READY ? ps_object_build_id(m->obj, &id) : 0;
+	for (i = 0; i < idlen; i++)
+		snprintf(out->build_id + 2 * i, 3, "%02x", id[i]);
 	return 0;
 }

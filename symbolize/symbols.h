@@ -1,18 +1,19 @@
-/* symbols.h -- instruction pointers to function names, outside signal context.
+/* symbols.h -- a program's instruction pointers to names, outside signal
+ * context.
  *
  * The sampler records raw instruction pointers; the uploader turns each
- * distinct one into a name here.  The loaded objects come from
- * dl_iterate_phdr.  For each object the ELF file is mapped read-only once
- * and its function symbols are copied into a sorted array: from .symtab
- * when the file has one, so that static functions of an unstripped program
- * are named (dladdr sees only .dynsym), else from .dynsym.  An object whose
- * file cannot be read (the vDSO, a deleted or replaced file) is asked
- * through dladdr instead.  C++ names are demangled with __cxa_demangle when
- * the process has one (looked up at run time; libstdc++ is never linked).
+ * distinct one into a name here.  This is the process side of the
+ * symbolizer: which loaded object an address of which program is in
+ * (modules.h: dl_iterate_phdr, or the program's /proc/PID/maps), and where
+ * in its file.  The object side -- the frames at an offset of an object
+ * file, shared by every program the helper serves -- is symbolizer.h, and
+ * each reader owns one (ps_symbols_symbolizer).  An object whose file
+ * cannot be read (the vDSO, a deleted or replaced file) is asked through
+ * dladdr instead.
  *
  * Every result is cached by IP, so a repeated IP costs one hash lookup.
- * Caps: MAX_MODULES objects, MAX_SYMS symbols per object, a bounded IP
- * cache that is emptied and refilled when full (see symbols.c).
+ * Caps: MAX_MODULES objects, a bounded IP cache that is emptied and
+ * refilled when full (see symbols.c).
  *
  * Context: uploader thread only, never the SIGPROF handler (it takes the
  * loader lock, opens files and allocates with malloc).  A struct ps_symbols
@@ -25,6 +26,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include "common/ps.h"
+#include "symbolize/symbolizer.h"
 
 struct ps_symbols;  /* opaque cache, owned by its creator */
 
@@ -44,17 +46,7 @@ struct ps_symbols_stats {
 	uint64_t shared;      /* objects whose symbols another program's
 			       * reader had read already (elf.h ps_elf_get) */
 	uint64_t flushes;     /* IP cache emptied because it was full */
-	uint64_t src_lookups; /* DWARF look-ups (ps_symbols_source) */
-	uint64_t src_cached;  /* source look-ups answered by the symbol cache */
-	uint64_t src_filled;  /* ranges put in it to complete functions */
-	uint32_t cache_files; /* symbol cache files read */
-	uint32_t cache_shared; /* symbol caches another reader had open */
-	uint32_t cache_rejected; /* symbol cache files there but not used */
-	int cache_full;       /* an object's cache reached its size bound */
-	int dwarf_over_cap;   /* the DWARF memory cap stopped look-ups */
-	int dwarf_loaded;     /* libdw was loaded for source look-ups */
-	uint32_t dwarf_no_debug; /* objects known to have no DWARF without it */
-	uint32_t dwarf_opened; /* objects given to libdw in this process */
+	struct ps_symbolizer_stats obj; /* its symbolizer's (symbolizer.h) */
 	uint32_t modules;     /* objects known now */
 	uint32_t cached;      /* IPs cached now */
 };
@@ -92,44 +84,16 @@ void ps_symbols_free(struct ps_symbols *s);
  * allocates. */
 int ps_symbols_lookup(struct ps_symbols *s, uintptr_t ip, char *buf, size_t len);
 
-/* Look source lines up in DWARF (symbolize/dwarf.h) from now on, letting
- * libdw's memory grow by at most mem_cap bytes (0: never); debuginfod as
- * ps_dwarf_new's.  Off until called, so that a cache made only for names
- * loads no debug information.  Returns 0 or -ENOMEM.  Context: the owner. */
-int ps_symbols_use_dwarf(struct ps_symbols *s, uint64_t mem_cap, int debuginfod) PS_WUR;
+/* The object side of s: its settings (DWARF, the symbol cache), its
+ * saves.  Owned by s. */
+struct ps_symbolizer *ps_symbols_symbolizer(struct ps_symbols *s);
 
-/* Keep the answers of source look-ups per build ID in directory `dir`,
- * bounded to `cap` bytes (symbolize/symcache.h), and ask them before DWARF
- * from now on.  dir "" or cap 0: none.  The directory is checked (and
- * made) at the first look-up.  Returns 0 or -ENAMETOOLONG.  Context: the
- * owner. */
-int ps_symbols_use_cache(struct ps_symbols *s, const char *dir, uint64_t cap) PS_WUR;
-
-/* Write what the symbol caches learned since the last call (each file
- * merged with what other processes wrote), after spending at most
- * fill_ns on looking up the rest of each function DWARF was asked about
- * (so that a later run finds all of it).  Context: the owner, between
- * passes; reads DWARF, writes files. */
-void ps_symbols_save(struct ps_symbols *s, uint64_t fill_ns);
-
-/* One frame of source: a function and a line in it. */
-struct ps_src_frame {
-	const char *name;          /* demangled, as ps_symbols_lookup names */
-	const char *system_name;   /* the mangled (linkage) name, or name */
-	const char *file;          /* source file, "" if unknown */
-	int line;                  /* 0 if unknown */
-	int start_line;            /* the function's first line, 0 if unknown */
-};
-
-/* Most frames one instruction can stand for (inlined functions + 1). */
-#define PS_MAX_INLINE 16
-
-/* The source frames of the instruction at ip, innermost inlined function
- * first and the function that holds the code last (named as
- * ps_symbols_lookup names it, so function-level views agree).  The
- * strings stay valid until the next call on s.
+/* The source frames of the instruction at ip, as ps_symbolize gives them
+ * with PS_FRAMES_LINES for its object and file offset (the function that
+ * holds the code named as ps_symbols_lookup names it, so function-level
+ * views agree).  The strings stay valid until the next call on s.
  * Returns the number of frames (<= max); 0 when there is no line
- * information (no DWARF, ps_symbols_use_dwarf not called, the cap
+ * information (no DWARF, ps_symbolizer_use_dwarf not called, the cap
  * reached, or ip in no object); -EINVAL on bad arguments.
  * Context: the owner, uploader; reads files, allocates. */
 int ps_symbols_source(struct ps_symbols *s, uintptr_t ip, struct ps_src_frame *out, int max);
@@ -186,12 +150,6 @@ void ps_symbols_watch(struct ps_symbols *s, pid_t pid, int only,
  * exit_group) then has its frames named all the same, from the list read
  * here.  Context: the owner. */
 void ps_symbols_learn(struct ps_symbols *s);
-
-/* Let go of the DWARF reader the process's readers share, when none uses
- * it: for a process that ends by exit(3), so that what libdw holds is not
- * left allocated (the unit tests under valgrind).  The helper ends by
- * _exit and never needs it.  Context: the owner of every reader. */
-void ps_symbols_release_shared(void);
 
 /* Copy the counters.  Context: the owner. */
 void ps_symbols_get_stats(const struct ps_symbols *s, struct ps_symbols_stats *st);

@@ -1,6 +1,6 @@
-/* Unit tests of symbolization (shim/symbols.c): names from .symtab and
- * .dynsym, C++ demangling, the special results, truncation, the IP cache,
- * and parsing of truncated or corrupted ELF files. */
+/* Unit tests of symbolization (symbolize/symbols.c, symbolizer.c): names, demangling,
+ * special results, truncation, the IP cache, an object file named by offset with no
+ * process, and parsing of truncated or corrupted ELF files. */
 #include <check.h>
 #include <dirent.h>
 #include <dlfcn.h>
@@ -133,7 +133,7 @@ START_TEST(symbols_names_plt_stubs_func_at_plt)
 	ck_assert_int_eq(kind, PS_SYM_FUNC);
 	ck_assert_msg(strlen(buf) > 4 && !strcmp(buf + strlen(buf) - 4, "@plt"), "%s", buf);
 	/* Source lines are never asked for a stub. */
-	ck_assert_int_eq(ps_symbols_use_dwarf(s, 64u << 20, 0), 0);
+	ck_assert_int_eq(ps_symbolizer_use_dwarf(ps_symbols_symbolizer(s), 64u << 20, 0), 0);
 	{
 		struct ps_src_frame f[PS_MAX_INLINE];
 
@@ -154,7 +154,7 @@ START_TEST(symbols_source_lines_of_own_code)
 
 	/* Off until asked for: a names-only cache loads no DWARF. */
 	ck_assert_int_eq(ps_symbols_source(s, a, f, PS_MAX_INLINE), 0);
-	ck_assert_int_eq(ps_symbols_use_dwarf(s, 64u << 20, 0), 0);
+	ck_assert_int_eq(ps_symbolizer_use_dwarf(ps_symbols_symbolizer(s), 64u << 20, 0), 0);
 	for (i = 0; i < 64 && !hit; i++) {
 		n = ps_symbols_source(s, a + i, f, PS_MAX_INLINE);
 		ck_assert_int_ge(n, 1);
@@ -174,6 +174,90 @@ START_TEST(symbols_source_lines_of_own_code)
 	ck_assert_uint_ge(strlen(mi.build_id), 16);
 	ck_assert_int_eq(ps_symbols_mapping(s, 16, &mi), -ENOENT);
 	ps_symbols_free(s);
+}
+END_TEST
+
+/* dl_iterate_phdr's first object (the test program): the file offset of
+ * address a in it. */
+struct offset_of { uintptr_t a; uint64_t off; int found; };
+
+static int
+offset_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+	struct offset_of *q = data;
+	uintptr_t v = q->a - info->dlpi_addr;
+
+	(void)size;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+
+		if (ph->p_type == PT_LOAD && v >= ph->p_vaddr && v - ph->p_vaddr < ph->p_filesz) {
+			q->off = ph->p_offset + (v - ph->p_vaddr);
+			q->found = 1;
+		}
+	}
+	return 1;       /* the first object only */
+}
+
+START_TEST(symbolizer_names_a_copied_file_by_offset)
+{
+	struct offset_of q = { (uintptr_t)target_ptr, 0, 0 };
+	struct ps_src_frame f[PS_MAX_INLINE];
+	struct ps_object *o, *o2, *self;
+	struct ps_symbolizer *z;
+	const uint8_t *id, *id2;
+	char copy[] = "/tmp/check_symbols_copy_XXXXXX", cmd[256];
+	uint32_t idlen;
+	int fd, n, i, hit = 0;
+
+	/* Another file with the same bytes: no process maps it, so only the
+	 * object and the offset can name what is there. */
+	fd = mkstemp(copy);
+	ck_assert_int_ge(fd, 0);
+	close(fd);
+	/* The program's own file (not /proc/self/exe: under valgrind that is
+	 * valgrind's). */
+	snprintf(cmd, sizeof(cmd), "cp '%s' %s", program_invocation_name, copy);
+	ck_assert_int_eq(system(cmd), 0);
+	dl_iterate_phdr(offset_cb, &q);
+	ck_assert(q.found);
+
+	ck_assert_int_eq(ps_object_get(copy, NULL, 0, &o), 1);
+	ck_assert_int_eq(ps_object_get(copy, NULL, 0, &o2), 0);   /* read once */
+	ck_assert_int_ge(ps_object_get(program_invocation_name, NULL, 0, &self), 0);
+	idlen = ps_object_build_id(o, &id);
+	ck_assert_uint_ge(idlen, 8);
+	ck_assert_uint_eq(ps_object_build_id(self, &id2), idlen);
+	ck_assert_mem_eq(id, id2, idlen);
+	ck_assert(ps_object_has_functions(o));
+
+	ck_assert_int_eq(ps_symbolizer_new(&z), 0);
+	n = ps_symbolize(z, o, q.off, 0, f, PS_MAX_INLINE);
+	ck_assert_int_eq(n, 1);
+	ck_assert_str_eq(f[0].name, "static_target");
+	ck_assert_str_eq(f[0].file, "");
+	ck_assert_int_eq(f[0].line, 0);
+	/* The ELF header, and past the file: no function. */
+	ck_assert_int_eq(ps_symbolize(z, o, 0, 0, f, PS_MAX_INLINE), 0);
+	ck_assert_int_eq(ps_symbolize(z, o, 1ull << 40, 0, f, PS_MAX_INLINE), 0);
+	/* Lines only once asked for, then from the copy's own DWARF. */
+	ck_assert_int_eq(ps_symbolize(z, o, q.off, PS_FRAMES_LINES, f, PS_MAX_INLINE), 1);
+	ck_assert_int_eq(f[0].line, 0);
+	ck_assert_int_eq(ps_symbolizer_use_dwarf(z, 64u << 20, 0), 0);
+	for (i = 0; i < 64 && !hit; i++) {
+		n = ps_symbolize(z, o2, q.off + (uint64_t)i, PS_FRAMES_LINES, f, PS_MAX_INLINE);
+		ck_assert_int_ge(n, 1);
+		ck_assert_str_eq(f[n - 1].name, "static_target");
+		ck_assert_msg(strstr(f[n - 1].file, "test/check_symbols.c") != NULL, "%s",
+			      f[n - 1].file);
+		hit = f[n - 1].line == TARGET_BODY_LINE;
+	}
+	ck_assert_msg(hit, "no offset of static_target on line %d", TARGET_BODY_LINE);
+	ps_symbolizer_free(z);
+	ps_object_put(self);
+	ps_object_put(o2);
+	ps_object_put(o);
+	ck_assert_int_eq(unlink(copy), 0);
 }
 END_TEST
 
@@ -602,6 +686,7 @@ symbols_suite(void)
 	tcase_add_test(tc, symbols_names_shared_library_functions);
 	tcase_add_test(tc, symbols_names_plt_stubs_func_at_plt);
 	tcase_add_test(tc, symbols_source_lines_of_own_code);
+	tcase_add_test(tc, symbolizer_names_a_copied_file_by_offset);
 	tcase_add_test(tc, symbols_demangles_cxx_methods);
 	tcase_add_test(tc, symbols_prefers_plain_alias_name);
 	tcase_add_test(tc, symbols_table_is_sorted_one_per_address);
@@ -632,6 +717,6 @@ main(void)
 	srunner_run_all(sr, CK_NORMAL);
 	failed = srunner_ntests_failed(sr);
 	srunner_free(sr);
-	ps_symbols_release_shared();
+	ps_symbolizer_release_shared();
 	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
 }

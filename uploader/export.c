@@ -106,7 +106,8 @@ fold_ready(struct ps_export *x, const struct ps_stacktab *st)
 			      x->cfg->debuginfod, DWARF_PASS_NS))
 		ps_warn("no memory for source lines: profiles name functions only");
 	else if (x->cfg->dwarf_memory &&
-		 ps_symbols_use_cache(x->fold.syms, x->cfg->symbol_cache_dir, x->cfg->symbol_cache_size))
+		 ps_symbolizer_use_cache(ps_symbols_symbolizer(x->fold.syms),
+					 x->cfg->symbol_cache_dir, x->cfg->symbol_cache_size))
 		ps_info("symbol cache not used: its directory's name is too long");
 	x->ready = 1;
 	return 0;
@@ -160,7 +161,7 @@ ps_export_save_symbols(struct ps_export *x, int final, uint64_t fill_ns)
 
 	if (!x->ready)
 		return;
-	ps_symbols_save(x->fold.syms, fill_ns);
+	ps_symbolizer_save(ps_symbols_symbolizer(x->fold.syms), fill_ns);
 	if (!final)
 		return;
 	ps_symbols_get_stats(x->fold.syms, &ss);
@@ -170,10 +171,10 @@ ps_export_save_symbols(struct ps_export *x, int final, uint64_t fill_ns)
 		 "cache (%u files read, %u already open, %u not used%s), %llu ranges added "
 		 "to complete its functions",
 		 (unsigned long long)ss.files, (unsigned long long)ss.shared,
-		 (unsigned long long)ss.src_lookups, ss.dwarf_loaded ? "loaded" : "not loaded",
-		 ss.dwarf_no_debug, ss.dwarf_opened, (unsigned long long)ss.src_cached,
-		 ss.cache_files, ss.cache_shared, ss.cache_rejected, ss.cache_full ? ", full" : "",
-		 (unsigned long long)ss.src_filled);
+		 (unsigned long long)ss.obj.src_lookups, ss.obj.dwarf_loaded ? "loaded" : "not loaded",
+		 ss.obj.dwarf_no_debug, ss.obj.dwarf_opened, (unsigned long long)ss.obj.src_cached,
+		 ss.obj.cache_files, ss.obj.cache_shared, ss.obj.cache_rejected, ss.obj.cache_full ? ", full" : "",
+		 (unsigned long long)ss.obj.src_filled);
 }
 
 int

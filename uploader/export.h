@@ -97,7 +97,7 @@ int ps_export_run(struct ps_export *x, int final);
 void ps_export_learn(struct ps_export *x);
 
 /* Write what the symbol cache learned in the passes so far, after at most
- * fill_ns completing its functions (symbols.h, ps_symbols_save); with
+ * fill_ns completing its functions (symbolizer.h, ps_symbolizer_save); with
  * `final`, log what the source look-ups cost.  Called after a pass's
  * profiles are out, so that the program does not wait for it. */
 void ps_export_save_symbols(struct ps_export *x, int final, uint64_t fill_ns);

@@ -455,7 +455,7 @@ ps_fold_configure(struct ps_fold *f, int folded_lines, uint64_t dwarf_memory, in
 {
 	f->folded_lines = folded_lines;
 	f->dwarf_budget_ns = dwarf_memory ? budget_ns : 0;
-	return ps_symbols_use_dwarf(f->syms, dwarf_memory, debuginfod);
+	return ps_symbolizer_use_dwarf(ps_symbols_symbolizer(f->syms), dwarf_memory, debuginfod);
 }
 
 /* Map one raw stack to location ids, leaf first, dropping the shim's own

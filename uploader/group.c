@@ -282,7 +282,7 @@ count(const struct ps_export *x, struct counts *c)
 	if (x->remote.on)
 		count_queue(&x->remote.up, c);
 	ps_symbols_get_stats(x->fold.syms, &ss);
-	c->over_cap |= ss.dwarf_over_cap;
+	c->over_cap |= ss.obj.dwarf_over_cap;
 	c->unresolved += x->fold.unresolved;
 	c->incomplete |= x->incomplete;
 }

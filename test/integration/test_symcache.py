@@ -9,7 +9,7 @@ PYROSCOPE_SYMBOL_CACHE_SIZE=0 leave the profiles as they are without the
 cache.
 
 How many look-ups the second run may still send to DWARF: the first run
-completes every function it looked up (symbols.c, complete()), so only a
+completes every function it looked up (symbolizer.c, complete()), so only a
 function that the first run never sampled is new.  The four phases run
 600 ms each at 250 Hz (about 600 samples in the same few loops), so such
 a function is one of the few samples of start-up or exit; a tenth of the
