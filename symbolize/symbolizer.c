@@ -10,7 +10,12 @@
  *
  * Every function DWARF was asked about is remembered (`pending`), and the
  * next save looks the rest of it up, so that a later run finds every
- * instruction of it answered although other ones are sampled.
+ * instruction of it answered although other ones are sampled.  Once DWARF
+ * was asked at all, the objects offered (ps_symbolizer_fill: every object
+ * a sample landed in) are looked up whole in a save that may (one that no
+ * program waits for), function after function, once per build ID; an
+ * object whose every function is answered is marked complete, and a
+ * later run asks its DWARF nothing, even about code no run sampled before.
  */
 #include "symbolize/symbolizer.h"
 
@@ -31,6 +36,7 @@
 #define MAX_NAME      16384          /* one result name, NUL included */
 #define MAX_CACHED_OBJECTS 256       /* objects with a symbol cache open */
 #define MAX_PENDING   1024           /* functions to complete in the symbol cache */
+#define MAX_WHOLE     64             /* objects to look up whole */
 
 struct ps_object {
 	const struct ps_symtab *tab;   /* a reference (ps_elf_get) */
@@ -65,6 +71,13 @@ struct ps_symbolizer {
 		struct ps_symcache *c;
 	} pending[MAX_PENDING];
 	uint32_t npending;
+	/* Objects to look up whole, each from its symbol `next` on. */
+	struct whole {
+		struct ps_object *o;    /* a reference */
+		struct ps_symcache *c;
+		uint32_t next;          /* index in o's symbol table */
+	} whole[MAX_WHOLE];
+	uint32_t nwhole;
 	struct ps_symbolizer_stats st;
 	char scratch[MAX_NAME]; /* a demangled name being built */
 };
@@ -149,6 +162,8 @@ ps_symbolizer_free(struct ps_symbolizer *z)
 		shared_users--;
 	while (z->npending > 0)
 		ps_object_put(z->pending[--z->npending].o);
+	while (z->nwhole > 0)
+		ps_object_put(z->whole[--z->nwhole].o);
 	/* The files this one alone held are let go now. */
 	ps_dwarf_drop(shared_dwarf, ps_elf_file_alive);
 	for (uint32_t i = 0; i < z->ncaches; i++)
@@ -369,8 +384,61 @@ complete(struct ps_symbolizer *z, const struct ps_object *o, uint64_t addr, stru
 	z->st.src_filled += x.added;
 }
 
+/* Look the functions of w's object up from w->next on, until the
+ * deadline or busy() says the caller has other work.  Returns 1 once every
+ * one was (the cache then marked walked, and complete if every sized
+ * function is answered: DWARF had them all) or it would not fit the
+ * directory; else 0. */
+static int
+whole_object(struct ps_symbolizer *z, struct whole *w, uint64_t deadline, int (*busy)(void))
+{
+	const struct ps_symtab *t = w->o->tab;
+	struct ps_symcache_stats cs;
+	const struct ps_sym *s;
+	uint32_t i;
+
+	for (; w->next < t->n; w->next++) {
+		if (ps_clock_ns(CLOCK_MONOTONIC) >= deadline || busy())
+			return 0;
+		complete(z, w->o, t->v[w->next].lo, w->c);
+		ps_symcache_get_stats(w->c, &cs);
+		if (!cs.fits) {
+			z->st.cache_full = 1;
+			return 1;   /* never written: not worth the work */
+		}
+	}
+	for (i = 0; i < t->n; i++) {
+		s = &t->v[i];
+		if ((s->name & PS_SYM_SIZED) && s->len &&
+		    ps_symcache_gap(w->c, s->lo, s->lo + s->len) < s->lo + s->len)
+			break;
+	}
+	ps_symcache_set_flags(w->c, PS_SYMCACHE_WALKED | (i == t->n ? PS_SYMCACHE_COMPLETE : 0));
+	return 1;
+}
+
 void
-ps_symbolizer_save(struct ps_symbolizer *z, uint64_t fill_ns)
+ps_symbolizer_fill(struct ps_symbolizer *z, struct ps_object *o)
+{
+	struct ps_symcache *c;
+	uint32_t i;
+
+	if (!z->dwarf || z->st.src_lookups == 0 || z->nwhole >= MAX_WHOLE || !o->tab->n)
+		return;
+	c = object_cache(z, o);
+	if (!c || (ps_symcache_flags(c) & PS_SYMCACHE_WALKED))
+		return;
+	for (i = 0; i < z->nwhole; i++)
+		if (z->whole[i].c == c)
+			return;
+	if (!ps_elf_dwarf_possible(o->path))
+		return;
+	o->refs++;
+	z->whole[z->nwhole++] = (struct whole){ o, c, 0 };
+}
+
+void
+ps_symbolizer_save(struct ps_symbolizer *z, uint64_t fill_ns, int (*busy)(void))
 {
 	uint64_t deadline = ps_clock_ns(CLOCK_MONOTONIC) + fill_ns;
 	struct pending *p;
@@ -384,6 +452,12 @@ ps_symbolizer_save(struct ps_symbolizer *z, uint64_t fill_ns)
 		if (ps_clock_ns(CLOCK_MONOTONIC) < deadline)
 			complete(z, p->o, p->addr, p->c);
 		ps_object_put(p->o);
+	}
+	/* Then whole objects, each finished before the next one; what the
+	 * deadline or other work leaves is for a later save. */
+	while (busy && z->nwhole > 0 && whole_object(z, &z->whole[0], deadline, busy)) {
+		ps_object_put(z->whole[0].o);
+		memmove(&z->whole[0], &z->whole[1], --z->nwhole * sizeof(z->whole[0]));
 	}
 	for (i = 0; i < z->ncaches; i++) {
 		rc = ps_symcache_save(z->caches[i].c);
@@ -410,9 +484,9 @@ chain(struct ps_symbolizer *z, struct ps_object *o, uint64_t addr, struct ps_dwa
 	int n;
 
 	n = c ? ps_symcache_find(c, addr, df, max, &end) : -ENOENT;
-	if (n >= 0) {
+	if (n >= 0 || (c && (ps_symcache_flags(c) & PS_SYMCACHE_COMPLETE))) {
 		z->st.src_cached++;
-		return n;
+		return n > 0 ? n : 0;   /* complete: no range, no line */
 	}
 	z->st.src_lookups++;
 	/* Link-time addresses throughout: bias 0. */

@@ -88,6 +88,13 @@ int ps_symbols_lookup(struct ps_symbols *s, uintptr_t ip, char *buf, size_t len)
  * saves.  Owned by s. */
 struct ps_symbolizer *ps_symbols_symbolizer(struct ps_symbols *s);
 
+/* Save what s's symbolizer learned (ps_symbolizer_save: fill_ns, busy),
+ * after offering it, when busy is given and DWARF was asked anything,
+ * every object of the program that a sample landed in to be looked up
+ * whole (ps_symbolizer_fill).  Context: the owner, between passes; reads files
+ * and DWARF, writes files. */
+void ps_symbols_save(struct ps_symbols *s, uint64_t fill_ns, int (*busy)(void));
+
 /* The source frames of the instruction at ip, as ps_symbolize gives them
  * with PS_FRAMES_LINES for its object and file offset (the function that
  * holds the code named as ps_symbols_lookup names it, so function-level

@@ -3,14 +3,16 @@
  * The file, in this machine's byte order (the header says which):
  *
  *   struct head                      magic, byte order, build ID, counts,
- *                                    CRC-32 of the rest of the header and
- *                                    of everything after it
+ *                                    flags (COMPLETE), CRC-32 of the rest
+ *                                    of the header and of everything
+ *                                    after it
  *   struct ent   [nent]              ranges sorted by lo, not overlapping
  *   struct frame [nframe]            the chains, innermost frame first
  *   char         pool[npool]         NUL-terminated strings
  *
  * In memory the same three arrays, so that loading is one read and one
- * check, and saving one write.
+ * check (the arrays stay in the image read until the first add), and
+ * saving one write.
  */
 #include "symbolize/symcache.h"
 
@@ -32,7 +34,7 @@
 #include "common/shared.h"
 #include "common/gzip.h"
 
-#define MAGIC       "PYROSYM\001"
+#define MAGIC       "PYROSYM\002"  /* 2: flags */
 #define ORDER       0x01020304u
 #define MAX_ID      64                  /* build ID bytes (SHA-1's are 20) */
 #define MAX_CHAIN   32                  /* frames of one answer */
@@ -47,8 +49,11 @@ struct head {
 	uint32_t idlen;
 	uint8_t id[MAX_ID];
 	uint32_t nent, nframe, npool;
+	uint32_t flags;         /* PS_SYMCACHE_COMPLETE, PS_SYMCACHE_WALKED */
+	uint32_t reserved;      /* 0; and the ranges' 8-byte alignment */
 	uint32_t crc;
 };
+
 
 struct ent {
 	uint64_t lo, hi;        /* link-time addresses */
@@ -69,14 +74,17 @@ struct ps_symcache {
 	uint8_t id[MAX_ID];
 	uint32_t idlen;
 	uint64_t cap;           /* the directory's bound */
-	struct ent *ent;        /* owned, nent sorted by lo */
-	struct frame *frame;    /* owned */
-	char *pool;             /* owned */
+	struct ent *ent;        /* owned (or in img), nent sorted by lo */
+	struct frame *frame;    /* owned (or in img) */
+	char *pool;             /* owned (or in img) */
+	unsigned char *img;     /* owned: the file image that ent, frame and
+				 * pool point into until the first add (own) */
 	uint32_t nent, aent, nframe, aframe, npool, apool;
 	uint32_t *strs;         /* owned: pool offsets + 1, open addressing */
 	uint32_t nstrs;         /* slots, a power of two */
 	uint32_t count;         /* strings in the pool */
 	int dirty;              /* added to since the last save */
+	uint32_t flags;         /* PS_SYMCACHE_*: here, or in the file */
 	int full;               /* its file would pass the bound: no more */
 	int loaded, rejected;
 };
@@ -154,12 +162,20 @@ grow(void *v, uint32_t *cap, uint64_t need, size_t size)
 	return rc == -E2BIG ? -ENOSPC : rc;
 }
 
+/* Index the pool's strings in a table of at least n slots, and of more
+ * when they would fill over half of it (a pool read from a file comes
+ * with no index). */
 static int
 strs_rehash(struct ps_symcache *c, uint32_t n)
 {
-	uint32_t *v = calloc(n, sizeof(*v)), off, i;
+	uint32_t *v, off, i, count = 0;
 	const char *s;
 
+	for (off = 0; off < c->npool; off += (uint32_t)strlen(c->pool + off) + 1)
+		count++;
+	while (n / 2 < count + 1)
+		n *= 2;
+	v = calloc(n, sizeof(*v));
 	if (!v)
 		return -ENOMEM;
 	free(c->strs);
@@ -203,6 +219,40 @@ intern(struct ps_symcache *c, const char *s, uint32_t *off)
 	c->strs[i] = c->npool + 1;
 	c->npool += (uint32_t)len + 1;
 	c->count++;
+	return 0;
+}
+
+/* Arrays of c's own in place of those in its image, before they change.
+ * Returns 0 or -ENOMEM (c unchanged). */
+static int
+own(struct ps_symcache *c)
+{
+	struct ent *e;
+	struct frame *f;
+	char *p;
+
+	if (!c->img)
+		return 0;
+	e = malloc(c->nent ? c->nent * sizeof(*e) : 1);
+	f = malloc(c->nframe ? c->nframe * sizeof(*f) : 1);
+	p = malloc(c->npool ? c->npool : 1);
+	if (!e || !f || !p) {
+		free(e);
+		free(f);
+		free(p);
+		return -ENOMEM;
+	}
+	memcpy(e, c->ent, c->nent * sizeof(*e));
+	memcpy(f, c->frame, c->nframe * sizeof(*f));
+	memcpy(p, c->pool, c->npool);
+	c->ent = e;
+	c->frame = f;
+	c->pool = p;
+	c->aent = c->nent ? c->nent : 1;
+	c->aframe = c->nframe ? c->nframe : 1;
+	c->apool = c->npool ? c->npool : 1;
+	free(c->img);
+	c->img = NULL;
 	return 0;
 }
 
@@ -275,6 +325,9 @@ ps_symcache_add(struct ps_symcache *c, uint64_t lo, uint64_t hi, uint64_t addr,
 		return -EINVAL;
 	if (c->full)
 		return -ENOSPC;
+	rc = own(c);
+	if (rc)
+		return rc;
 	at = upper(c, addr);
 	if (at > 0 && addr < c->ent[at - 1].hi)
 		return 0;  /* kept already */
@@ -441,6 +494,22 @@ merge_image(struct ps_symcache *c, const struct head *h)
 	return 0;
 }
 
+/* The arrays of c's valid image img (its header h), c being empty: read
+ * where they are, nothing copied or added one by one (own() copies them
+ * at the first add; the strings' index is made then too).  c owns img. */
+static void
+adopt_image(struct ps_symcache *c, unsigned char *img, const struct head *h)
+{
+	c->ent = (void *)(img + sizeof(*h));
+	c->frame = (void *)(c->ent + h->nent);
+	c->pool = (char *)(c->frame + h->nframe);
+	c->nent = h->nent;
+	c->nframe = h->nframe;
+	c->npool = h->npool;
+	c->aent = c->aframe = c->apool = 0;
+	c->img = img;
+}
+
 static int
 load(struct ps_symcache *c)
 {
@@ -452,11 +521,17 @@ load(struct ps_symcache *c)
 	if (n <= 0)
 		return (int)n;
 	h = check_image(c, img, (size_t)n);
-	if (h)
+	if (h && (c->nent || c->npool || c->img))
 		rc = merge_image(c, h);
+	else if (h)
+		adopt_image(c, img, h);
+	/* The ranges of the file are all here now, and what it said of them. */
+	if (h && !rc)
+		c->flags |= h->flags & (PS_SYMCACHE_COMPLETE | PS_SYMCACHE_WALKED);
 	c->rejected = !h;
 	c->loaded = h && !rc;
-	free(img);
+	if (c->img != img)
+		free(img);
 	return rc;
 }
 
@@ -593,6 +668,7 @@ ps_symcache_save(struct ps_symcache *c)
 	h.nent = c->nent;
 	h.nframe = c->nframe;
 	h.npool = c->npool;
+	h.flags = c->flags;
 	h.crc = body_crc(&h, c->ent, c->nent, c->frame, c->nframe, c->pool, c->npool);
 	snprintf(tmp, sizeof(tmp), "%s/.%s.%d.tmp", c->dir, strrchr(c->path, '/') + 1,
 		 (int)getpid());
@@ -631,9 +707,13 @@ ps_symcache_free(struct ps_symcache *c)
 	rc = ps_symcache_save(c);
 	if (rc)
 		ps_debug("symbol cache %s not written: %s", c->path, strerror(-rc));
-	free(c->ent);
-	free(c->frame);
-	free(c->pool);
+	if (c->img) {
+		free(c->img);
+	} else {
+		free(c->ent);
+		free(c->frame);
+		free(c->pool);
+	}
 	free(c->strs);
 	free(c);
 }
@@ -684,10 +764,27 @@ ps_symcache_put(struct ps_symcache *c)
 		ps_shared_release(&shared, &c->sh, 1);
 }
 
+uint32_t
+ps_symcache_flags(const struct ps_symcache *c)
+{
+	return c->flags;
+}
+
+void
+ps_symcache_set_flags(struct ps_symcache *c, uint32_t flags)
+{
+	if ((c->flags | flags) != c->flags && !c->full) {
+		c->flags |= flags;
+		c->dirty = 1;
+	}
+}
+
 void
 ps_symcache_get_stats(const struct ps_symcache *c, struct ps_symcache_stats *st)
 {
 	st->ranges = c->nent;
+	st->fits = !c->full && sizeof(struct head) + (uint64_t)c->nent * sizeof(*c->ent) +
+		   (uint64_t)c->nframe * sizeof(*c->frame) + c->npool <= c->cap;
 	st->loaded = c->loaded;
 	st->rejected = c->rejected;
 }

@@ -14,7 +14,8 @@
  * line-table row cut to the scopes around the address), or no chain when
  * DWARF has no line there.  A range answers every later address in it, so
  * a second run of a program finds its hot code answered even where its
- * samples land on other instructions.
+ * samples land on other instructions.  An object whose every function was looked
+ * up is marked so (PS_SYMCACHE_WALKED, PS_SYMCACHE_COMPLETE).
  *
  * Where.  One file per build ID, named by it in lowercase hex, in the
  * per-user directory given (by default $XDG_CACHE_HOME/pyroshim, mode
@@ -90,6 +91,19 @@ uint64_t ps_symcache_gap(const struct ps_symcache *c, uint64_t a, uint64_t hi);
 int ps_symcache_add(struct ps_symcache *c, uint64_t lo, uint64_t hi, uint64_t addr,
 		    const struct ps_dwarf_frame *f, int n);
 
+/* What is said of an object's answers as a whole, kept in its file:
+ * WALKED, every function of it was looked up once (what DWARF could
+ * answer is here: it is not walked again); COMPLETE, and every one was
+ * answered, so that an address in no kept range has no line and DWARF
+ * need not be asked. */
+#define PS_SYMCACHE_WALKED   1u
+#define PS_SYMCACHE_COMPLETE 2u
+uint32_t ps_symcache_flags(const struct ps_symcache *c);
+
+/* Add flags to c (written at the next save).  Not for a cache that
+ * reached its bound, which is not written. */
+void ps_symcache_set_flags(struct ps_symcache *c, uint32_t flags);
+
 /* Write what was added since the last save to the object's file, merged
  * with the file's current contents, then keep the directory within its
  * bound.  Nothing is done when nothing was added.  Returns 0 or -errno
@@ -101,6 +115,8 @@ struct ps_symcache_stats {
 	uint32_t ranges;        /* kept now */
 	int loaded;             /* 1: a valid file was read at open */
 	int rejected;           /* 1: a file was there but not used */
+	int fits;               /* 1: its file would be within the directory's
+				 * bound (0: kept for this process only) */
 };
 void ps_symcache_get_stats(const struct ps_symcache *c, struct ps_symcache_stats *st);
 

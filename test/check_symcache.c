@@ -695,6 +695,88 @@ START_TEST(symcache_stays_within_its_bound)
 }
 END_TEST
 
+/* A file of many strings, read back and added to: the strings' index is
+ * made at the first add for all of them (once, it was made too small and
+ * the add never returned). */
+START_TEST(symcache_file_of_many_strings_takes_more)
+{
+	struct ps_dwarf_frame f[1] = { { "", NULL, "/src/many.c", 1, 1 } }, out[16];
+	struct ps_symcache *c;
+	char name[32];
+	uint64_t end;
+	uint32_t i;
+
+	make_dir();
+	ck_assert_int_eq(ps_symcache_open(dir, id1, 20, 1 << 26, &c), 0);
+	for (i = 0; i < 3000; i++) {
+		snprintf(name, sizeof(name), "f%u", i);
+		f[0].name = name;
+		f[0].line = (int)i;
+		ck_assert_int_eq(ps_symcache_add(c, 0x1000 + 16 * i, 0x1010 + 16 * i, 0x1000 + 16 * i,
+						 f, 1), 0);
+	}
+	ck_assert_int_eq(ps_symcache_save(c), 0);
+	ps_symcache_free(c);
+	ck_assert_int_eq(ps_symcache_open(dir, id1, 20, 1 << 26, &c), 0);
+	f[0].name = "f7";   /* known */
+	ck_assert_int_eq(ps_symcache_add(c, 0x100000, 0x100010, 0x100000, f, 1), 0);
+	f[0].name = "new";
+	ck_assert_int_eq(ps_symcache_add(c, 0x200000, 0x200010, 0x200000, f, 1), 0);
+	ck_assert_int_eq(ps_symcache_find(c, 0x1000 + 16 * 2999, out, 16, &end), 1);
+	ck_assert_str_eq(out[0].name, "f2999");
+	ck_assert_int_eq(out[0].line, 2999);
+	ck_assert_int_eq(ps_symcache_find(c, 0x200004, out, 16, &end), 1);
+	ck_assert_str_eq(out[0].name, "new");
+	ck_assert_int_eq(ps_symcache_save(c), 0);
+	ps_symcache_free(c);
+	remove_dir();
+}
+END_TEST
+
+/* Marked walked and complete: kept in the file, kept through another
+ * writer's merge, and never for a cache past its bound (not written). */
+START_TEST(symcache_complete_is_kept_and_merged)
+{
+	struct ps_symcache_stats st;
+	struct ps_symcache *a, *b, *c;
+	struct ps_dwarf_frame f[16];
+	uint64_t end;
+
+	make_dir();
+	write_three(id1);
+	/* b opens before the mark and writes after it. */
+	ck_assert_int_eq(ps_symcache_open(dir, id1, 20, 1 << 20, &a), 0);
+	ck_assert_int_eq(ps_symcache_open(dir, id1, 20, 1 << 20, &b), 0);
+	ck_assert_uint_eq(ps_symcache_flags(a), 0);
+	ps_symcache_set_flags(a, PS_SYMCACHE_WALKED | PS_SYMCACHE_COMPLETE);
+	ck_assert_uint_eq(ps_symcache_flags(a), PS_SYMCACHE_WALKED | PS_SYMCACHE_COMPLETE);
+	ck_assert_int_eq(ps_symcache_save(a), 0);
+	ps_symcache_free(a);
+	ck_assert_int_eq(ps_symcache_add(b, 0x5000, 0x5010, 0x5000, chain1, 1), 0);
+	ck_assert_int_eq(ps_symcache_save(b), 0);
+	ck_assert_uint_eq(ps_symcache_flags(b), PS_SYMCACHE_WALKED | PS_SYMCACHE_COMPLETE);
+	ps_symcache_free(b);
+	ck_assert_int_eq(ps_symcache_open(dir, id1, 20, 1 << 20, &c), 0);
+	ck_assert_uint_eq(ps_symcache_flags(c), PS_SYMCACHE_WALKED | PS_SYMCACHE_COMPLETE);
+	ps_symcache_get_stats(c, &st);
+	ck_assert_uint_eq(st.ranges, 4);
+	ck_assert_int_eq(st.fits, 1);
+	ck_assert_int_eq(ps_symcache_find(c, 0x5008, f, 16, &end), 1);
+	ck_assert_int_eq(ps_symcache_find(c, 0x4000, f, 16, &end), -ENOENT);
+	ps_symcache_free(c);
+	/* Past the bound: not marked, and said not to fit. */
+	ck_assert_int_eq(ps_symcache_open(dir, id2, 20, 64, &c), 0);
+	ck_assert_int_eq(ps_symcache_add(c, 0x1000, 0x1010, 0x1004, chain2, 2), 0);
+	ps_symcache_get_stats(c, &st);
+	ck_assert_int_eq(st.fits, 0);
+	ck_assert_int_eq(ps_symcache_save(c), -ENOSPC);
+	ps_symcache_set_flags(c, PS_SYMCACHE_WALKED);
+	ck_assert_uint_eq(ps_symcache_flags(c), 0);
+	ps_symcache_free(c);
+	remove_dir();
+}
+END_TEST
+
 /* ---- no DWARF to find: libdw not loaded --------------------------------- */
 
 /* Run a shell command made from fmt; it must succeed. */
@@ -823,6 +905,8 @@ symcache_suite(void)
 	tcase_add_test(tc, symcache_directory_must_be_private);
 	tcase_add_test(tc, symcache_merges_two_writers);
 	tcase_add_test(tc, symcache_stays_within_its_bound);
+	tcase_add_test(tc, symcache_complete_is_kept_and_merged);
+	tcase_add_test(tc, symcache_file_of_many_strings_takes_more);
 	tcase_add_test(tc, dwarf_not_loaded_when_there_is_none_to_find);
 	suite_add_tcase(s, tc);
 	return s;

@@ -155,13 +155,13 @@ ps_export_run(struct ps_export *x, int final)
 }
 
 void
-ps_export_save_symbols(struct ps_export *x, int final, uint64_t fill_ns)
+ps_export_save_symbols(struct ps_export *x, int final, uint64_t fill_ns, int (*busy)(void))
 {
 	struct ps_symbols_stats ss;
 
 	if (!x->ready)
 		return;
-	ps_symbolizer_save(ps_symbols_symbolizer(x->fold.syms), fill_ns);
+	ps_symbols_save(x->fold.syms, fill_ns, busy);
 	if (!final)
 		return;
 	ps_symbols_get_stats(x->fold.syms, &ss);

@@ -97,10 +97,12 @@ int ps_export_run(struct ps_export *x, int final);
 void ps_export_learn(struct ps_export *x);
 
 /* Write what the symbol cache learned in the passes so far, after at most
- * fill_ns completing its functions (symbolizer.h, ps_symbolizer_save); with
+ * fill_ns completing its functions and, with `busy`, whole objects until
+ * busy() says there is other work (symbols.h, ps_symbols_save); with
  * `final`, log what the source look-ups cost.  Called after a pass's
  * profiles are out, so that the program does not wait for it. */
-void ps_export_save_symbols(struct ps_export *x, int final, uint64_t fill_ns);
+void ps_export_save_symbols(struct ps_export *x, int final, uint64_t fill_ns,
+			    int (*busy)(void));
 
 /* Bring x->fold up to date with the tables (making it on first use)
  * without writing or queuing anything: for the /debug/pprof listener,

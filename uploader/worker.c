@@ -46,10 +46,12 @@ enum { REQ_NONE, REQ_FINAL, REQ_EXEC };
 /* The loop's stack: libdw walks DWARF scopes recursively (symbolize/dwarf.c).
  * Reserved, not touched: only what is used becomes resident. */
 #define HELPER_STACK (8u << 20)
-/* What a pass may spend completing the symbol cache's functions
- * (symbols.h): one walk of each function's DWARF, once per function ever
- * (the generator's first run: 7 ms for all of them). */
+/* What a pass may spend completing the symbol cache (symbols.h): one walk
+ * of each function's DWARF, once per function ever (the generator's first
+ * run: 7 ms for all of them); and the loop's last save (save_symbols),
+ * whole objects too (libc6-dbg's libc: 0.6 s, once per build ID). */
 #define CACHE_FILL_NS (250ull * 1000000)
+#define CACHE_FILL_LAST_NS (2000ull * 1000000)
 
 /* What a program says about itself to join a tree: its export state as
  * its constructor made it.  It is in the program's control block, which
@@ -948,6 +950,30 @@ end_session(unsigned i)
 	session_unmap(s);
 }
 
+PS_SIGSAFE static int tree_busy(void);
+
+/* 1 while the loop has a program to take or serve other than the one it
+ * is saving for: the tree's notices and members.  Holding `lock`. */
+static int
+loop_busy(void)
+{
+	return nss > 1 || (tree_bell && tree_busy());
+}
+
+/* Session s's save of the symbol cache (ps_export_save_symbols).  The
+ * last save of the loop's own program, when it serves no other, may take
+ * CACHE_FILL_LAST_NS and look whole objects up (the helper ends after it,
+ * and no program waits), until another program comes; any other save,
+ * CACHE_FILL_NS.  Holding `lock`. */
+static void
+save_symbols(struct session *s, int final)
+{
+	int last = final && s->root && !loop_busy();
+
+	ps_export_save_symbols(s->x, final, last ? CACHE_FILL_LAST_NS : CACHE_FILL_NS,
+			       last ? loop_busy : NULL);
+}
+
 /* 1 if the process of session s (whose image is gone) joined again with
  * its new image.  Holding `lock`. */
 static int
@@ -981,7 +1007,7 @@ serve(struct session *s, uint64_t now)
 		last_pass(s, atomic_load(&k->deadline), req == REQ_FINAL, 0);
 		sem_post(&k->done);
 		/* The program no longer waits: now the cache. */
-		ps_export_save_symbols(s->x, req == REQ_FINAL, CACHE_FILL_NS);
+		save_symbols(s, req == REQ_FINAL);
 		if (req == REQ_FINAL)
 			return 1;
 	}
@@ -992,7 +1018,7 @@ serve(struct session *s, uint64_t now)
 			watchdog();
 		if (!atomic_load(&k->exec_pending)) {
 			last_pass(s, now + flush_timeout, 1, 1);
-			ps_export_save_symbols(s->x, 1, CACHE_FILL_NS);
+			save_symbols(s, 1);
 			/* The bench build's handler timings, which the
 			 * program's destructor did not write. */
 			if (s->root)
@@ -1075,7 +1101,7 @@ loop(int helper_side)
 		if (now >= next) {
 			for (i = 0; i < nss; i++) {
 				(void)ps_export_run(ss[i]->x, 0);
-				ps_export_save_symbols(ss[i]->x, 0, CACHE_FILL_NS);
+				ps_export_save_symbols(ss[i]->x, 0, CACHE_FILL_NS, NULL);
 			}
 			(void)ps_group_pass();
 			next += interval;
@@ -2343,7 +2369,7 @@ ps_worker_flush(uint64_t timeout_ns, int final)
 	}
 	last_pass(&root_s, deadline, final, 0);
 	/* The program waits here: what was learned, nothing more. */
-	ps_export_save_symbols(x, final, 0);
+	ps_export_save_symbols(x, final, 0, NULL);
 	pthread_mutex_unlock(&lock);
 }
 

@@ -8,7 +8,12 @@ file, a directory that is a symbolic link or another user's, and
 PYROSCOPE_SYMBOL_CACHE_SIZE=0 leave the profiles as they are without the
 cache.
 
-How many look-ups the second run may still send to DWARF: the first run
+The seed's command line (`examples/generator 50000 out.json`) opens no
+DWARF at all from its second run on: its first run looks every function
+of the objects it maps up (symbolizer.c, whole_object()) and marks them
+complete.
+
+How many look-ups the second run of `lines` may still send to DWARF: the first run
 completes every function it looked up (symbolizer.c, complete()), so only a
 function that the first run never sampled is new.  The four phases run
 600 ms each at 250 Hz (about 600 samples in the same few loops), so such
@@ -21,7 +26,9 @@ import stat
 import tempfile
 import unittest
 
-from common import PROG, ShimTest, clean_env, have_go, helper_log, run
+import subprocess
+
+from common import EXAMPLES, PROG, ShimTest, clean_env, have_go, helper_log, run
 from test_lines import assert_hot_lines
 
 LOOKUPS = re.compile(r"source lines: (\d+) looked up in DWARF \(libdw (?:not )?loaded, \d+ objects "
@@ -88,6 +95,40 @@ class SymbolCache(ShimTest):
                              "second run: %d DWARF look-ups, %d from the cache" % (dwarf2, cached2))
         self.assert_hot_lines(cpu1)
         self.assert_hot_lines(cpu2)
+
+    def test_the_seeds_second_run_opens_no_dwarf(self):
+        """Before whole objects were kept, 5 warm runs in 7 opened libc's
+        DWARF for a function no run had sampled; now no run after the
+        first opens any, and the lines (libc's and the program's, from
+        the cache) are still there for `go tool pprof`."""
+        gen = os.path.join(EXAMPLES, "generator")
+        if not os.access(gen, os.X_OK):
+            self.skipTest("examples/generator not built")
+        for i in range(3):
+            out = os.path.join(self.tmp, "g%d" % i)
+            log = os.path.join(self.tmp, "glog%d" % i)
+            env = clean_env({"PYROSCOPE_OUTPUT_DIR": out, "PYROSCOPE_LOG_LEVEL": "debug",
+                             "PYROSCOPE_LOG_FILE": log, "XDG_CACHE_HOME": self.xdg})
+            r = run([gen, "50000", os.path.join(self.tmp, "out.json")], env, timeout=120)
+            self.assertEqual((r.rc, r.err), (0, b""))
+            text = helper_log(self, log)
+            dwarf, cached, read, bad = self.counts(text)
+            if i == 0:
+                self.assertGreater(dwarf, 20, text[-1500:])
+                continue
+            self.assertEqual(dwarf, 0, "run %d: %s" % (i + 1, text[-1500:]))
+            self.assertIn("(libdw not loaded, 0 objects without debug information, "
+                          "0 opened by this process)", text)
+            self.assertGreater(cached, 20)
+            self.assertGreaterEqual(read, 2)
+            self.assertEqual(bad, 0)
+            (cpu,) = [os.path.join(out, f) for f in os.listdir(out) if f.endswith(".cpu.pb.gz")]
+            top = subprocess.run(["go", "tool", "pprof", "-symbolize=none", "-lines", "-top",
+                                  "-nodecount=1000", cpu], capture_output=True, text=True,
+                                 env=dict(os.environ, HOME=self.tmp), timeout=120).stdout
+            self.assertRegex(top, r"examples/generator\.c:\d+", top[-3000:])
+            self.assertRegex(top, r"(libio|stdio-common|malloc|string|sysdeps)/\S+:\d+",
+                             top[-3000:])
 
     def test_corrupt_files_are_ignored_and_replaced(self):
         self.lines()
