@@ -367,6 +367,13 @@ fill_one(void *arg, uintptr_t lo, uintptr_t hi, const struct ps_dwarf_frame *f, 
 	return 0;
 }
 
+/* 1 if c answers every address of sym, a sized symbol. */
+static int
+answered(const struct ps_symcache *c, const struct ps_sym *sym)
+{
+	return ps_symcache_gap(c, sym->lo, sym->lo + sym->len) == sym->lo + sym->len;
+}
+
 /* Put every answer of the function at link-time address addr of o (the
  * DWARF function within its ELF symbol's extent) into c, unless c holds
  * them all already.  Addresses are link-time ones: bias 0. */
@@ -376,8 +383,7 @@ complete(struct ps_symbolizer *z, const struct ps_object *o, uint64_t addr, stru
 	const struct ps_sym *sym = ps_elf_find_sym(o->tab, addr);
 	struct fill x = { c, 0 };
 
-	if (!sym || !(sym->name & PS_SYM_SIZED) ||
-	    ps_symcache_gap(c, sym->lo, sym->lo + sym->len) == sym->lo + sym->len)
+	if (!sym || !(sym->name & PS_SYM_SIZED) || answered(c, sym))
 		return;
 	(void)ps_dwarf_function(z->dwarf, o->path, ps_elf_file_id(o->tab), 0, addr, sym->lo,
 				sym->lo + sym->len, PS_MAX_INLINE, fill_one, &x);
@@ -409,8 +415,7 @@ whole_object(struct ps_symbolizer *z, struct whole *w, uint64_t deadline, int (*
 	}
 	for (i = 0; i < t->n; i++) {
 		s = &t->v[i];
-		if ((s->name & PS_SYM_SIZED) && s->len &&
-		    ps_symcache_gap(w->c, s->lo, s->lo + s->len) < s->lo + s->len)
+		if ((s->name & PS_SYM_SIZED) && !answered(w->c, s))
 			break;
 	}
 	ps_symcache_set_flags(w->c, PS_SYMCACHE_WALKED | (i == t->n ? PS_SYMCACHE_COMPLETE : 0));

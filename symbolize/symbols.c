@@ -254,22 +254,32 @@ load_module(struct ps_symbols *s, struct ps_module *m)
 	return rc == -ENOMEM ? rc : 0;
 }
 
-/* The file offset of ip, which m contains: its place in the loaded
- * segment that holds it.  Returns 0 and sets *off, or -ENOENT (in no
- * segment, or m has no program headers). */
-static int
-file_offset(const struct ps_module *m, uintptr_t ip, uint64_t *off)
+/* The PT_LOAD segment of m that holds ip, or NULL (in none, or m has no
+ * program headers). */
+static const ElfW(Phdr) *
+load_segment(const struct ps_module *m, uintptr_t ip)
 {
 	uintptr_t a = ip - m->bias;
 	uint32_t i;
 
 	for (i = 0; m->phdr && i < m->phnum; i++)
 		if (m->phdr[i].p_type == PT_LOAD && a >= m->phdr[i].p_vaddr &&
-		    a - m->phdr[i].p_vaddr < m->phdr[i].p_memsz) {
-			*off = m->phdr[i].p_offset + (a - m->phdr[i].p_vaddr);
-			return 0;
-		}
-	return -ENOENT;
+		    a - m->phdr[i].p_vaddr < m->phdr[i].p_memsz)
+			return &m->phdr[i];
+	return NULL;
+}
+
+/* The file offset of ip, which m contains: its place in the loaded
+ * segment that holds it.  Returns 0 and sets *off, or -ENOENT. */
+static int
+file_offset(const struct ps_module *m, uintptr_t ip, uint64_t *off)
+{
+	const ElfW(Phdr) *ph = load_segment(m, ip);
+
+	if (!ph)
+		return -ENOENT;
+	*off = ph->p_offset + (ip - m->bias - ph->p_vaddr);
+	return 0;
 }
 
 /* Name ip, which m contains, into s->scratch.  Returns PS_SYM_*, or
@@ -497,15 +507,12 @@ ps_symbols_mapping(struct ps_symbols *s, uintptr_t ip, struct ps_map_info *out)
 		return -ENOMEM;
 	out->start = m->lo;
 	out->limit = m->hi;
-	for (i = 0; m->phdr && i < m->phnum; i++) {
-		ph = &m->phdr[i];
+	ph = load_segment(m, ip);
+	if (ph) {
 		lo = m->bias + ph->p_vaddr;
-		if (ph->p_type != PT_LOAD || ip < lo || ip - lo >= ph->p_memsz)
-			continue;
 		out->start = lo & ~(page - 1);
 		out->limit = (lo + ph->p_memsz + page - 1) & ~(page - 1);
 		out->offset = ph->p_offset & ~(uint64_t)(page - 1);
-		break;
 	}
 	out->file = m->shown;
 	/* The vDSO is named through dladdr; a file by its symbol table. */
