@@ -98,7 +98,7 @@ ps_shmem_free(void *p, size_t len)
 	(void)munmap(p, len);
 }
 
-int
+PS_SIGSAFE int
 ps_shmem_fd(const void *p)
 {
 	int i;
@@ -120,7 +120,7 @@ ps_shmem_close_fds(void)
 #define PARK_TOP 1024
 #define PARK_ROOM 16
 
-void
+PS_SIGSAFE void
 ps_shmem_park_fds(void)
 {
 	struct rlimit nofile;

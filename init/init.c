@@ -5,7 +5,8 @@
  * loader has been calling them already), configuration is read once,
  * libunwind is loaded and warmed up, the tables are mapped, the uploader
  * thread starts, and only then is the timer armed -- so the first sample
- * finds everything in place.  Nothing here prints unless configuration is
+ * finds everything in place.  A member of a tree maps its tables, and
+ * joins the tree's helper, at its first record instead (first_record).  Nothing here prints unless configuration is
  * wrong or the log level asks.
  */
 #include <dlfcn.h>
@@ -13,6 +14,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +38,7 @@
 #include "shim/process.h"
 #include "shim/sampler.h"
 #include "trace/span.h"
+#include "shim/sigvirt.h"
 #include "shim/stacktab.h"
 #include "shim/unwind.h"
 #include "shim/wait.h"
@@ -45,14 +48,16 @@
 void ps_hook_malloc_resolve(void);
 
 /* Process-wide state.  Written by the constructor before the shim's thread
- * and timer exist, and by the fork child handler while the child has one
- * thread; read-only otherwise. */
+ * and timer exist, by the fork child handler while the child has one
+ * thread, and by the first record of a program that put off joining its
+ * tree (first_record: once, every signal blocked); read-only otherwise. */
 static struct {
 	struct ps_config cfg;
 	struct ps_export x;
 	struct ps_span span; /* the run's root span, if correlation is on */
 	/* The sample tables: where their shared mappings are (stacktab.h).
-	 * A fork child's tables are fresh pages at the same addresses. */
+	 * A fork child's are made at its first record in a tree, and are
+	 * fresh pages at the same addresses outside one. */
 	struct ps_stacktab st;
 	struct ps_livetab lt;
 } g;
@@ -244,22 +249,54 @@ static const struct ps_process_ops ops = {
  * constructor only. */
 static int active;
 
+/* Nothing is recorded any more: the tables could not be made. */
+PS_SIGSAFE static void
+profiling_off(void)
+{
+	ps_alloc_off();
+	ps_wait_off();
+	(void)ps_sampler_disarm();
+}
+
+PS_SIGSAFE static void first_record(void);
+
+/* A fork child that joins its tree at its first record: the parent's
+ * tables (shared with it) are let go, and the child's own are made then.
+ * A parent that had not joined either has none. */
+static void
+forget_tables(void)
+{
+	ps_stacktab_publish(NULL);
+	ps_shmem_free(g.st.c, g.st.map_len);
+	ps_shmem_free(g.lt.c, g.lt.map_len);
+	memset(&g.st, 0, sizeof(g.st));
+	memset(&g.lt, 0, sizeof(g.lt));
+	if (g.x.on[PS_FAMILY_ALLOC])   /* no block of the child's is sampled yet */
+		ps_alloc_start(&g.lt, g.cfg.alloc_sample_bytes);
+	ps_stacktab_defer(first_record);
+}
+
 static void
 fork_child(void)
 {
+	int rc;
+
 	ps_unwind_fork_child();
 	if (!active)
 		return;
 	ps_process_setup(&ops, (int)getpid());
-	if (ps_stacktab_reset(&g.st) || (g.x.on[PS_FAMILY_ALLOC] && ps_livetab_reset(&g.lt))) {
-		ps_alloc_off();
-		ps_wait_off();
-		(void)ps_sampler_disarm();
-		return;
-	}
 	ps_export_abandon(&g.x);
 	g.x.pid = getpid();
-	ps_worker_child();
+	rc = ps_worker_child();
+	if (rc > 0) {
+		forget_tables();
+	} else if (rc < 0 || ps_stacktab_reset(&g.st) ||
+		   (g.x.on[PS_FAMILY_ALLOC] && ps_livetab_reset(&g.lt))) {
+		profiling_off();
+		return;
+	} else {
+		ps_shmem_close_fds();   /* its helper, made when due, maps them */
+	}
 	ps_hook_thread_adopt();
 	ps_sampler_child();
 }
@@ -275,15 +312,14 @@ on_fork_child(void)
 	errno = saved;
 }
 
-static int
-start_tables(struct ps_config *c)
+/* The sample tables, mapped.  Async-signal-safe (first_record). */
+PS_SIGSAFE static int
+make_tables(const struct ps_config *c)
 {
 	int rc = ps_stacktab_init(&g.st, c->stack_memory);
 
 	if (rc)
 		return rc;
-	ps_stacktab_publish(&g.st);
-	ps_unwind_init();
 	if (c->alloc_enabled) {
 		rc = ps_livetab_init(&g.lt);
 		if (rc)
@@ -291,6 +327,36 @@ start_tables(struct ps_config *c)
 		ps_alloc_start(&g.lt, c->alloc_sample_bytes);
 	}
 	return 0;
+}
+
+/* The first record of a program that put off joining its tree
+ * (ps_worker_defer), in whatever thread or handler makes it: the tables,
+ * the join, then the tables published.  Every signal is blocked
+ * meanwhile, so that no handler of this thread records half-way.  A
+ * record of another thread meanwhile finds no table and is dropped: the
+ * program has one thread until its first pthread_create, which joins
+ * first (hook_thread.c). */
+PS_SIGSAFE static void
+first_record(void)
+{
+	sigset_t all, old;
+	int made, saved = errno;
+
+	(void)sigfillset(&all);
+	(void)ps_sigvirt_real_mask(SIG_BLOCK, &all, &old);
+	ps_guard_enter();   /* its sockets' waits are the shim's */
+	if (ps_worker_defer_take()) {
+		made = make_tables(&g.cfg) == 0;
+		ps_worker_join_deferred(made);
+		if (made)
+			ps_stacktab_publish(&g.st);
+		else
+			profiling_off();
+		ps_stacktab_defer(NULL);
+	}
+	ps_guard_leave();
+	(void)ps_sigvirt_real_mask(SIG_SETMASK, &old, NULL);
+	errno = saved;
 }
 
 static void
@@ -332,7 +398,7 @@ start(void)
 {
 	char exe[PATH_MAX];
 	struct ps_config *c = &g.cfg;
-	int rc;
+	int rc, deferred;
 
 	exe_path(exe, sizeof(exe));
 	(void)ps_config_load(c, env, exe);
@@ -340,12 +406,20 @@ start(void)
 	if (!c->enabled ||
 	    (!c->cpu_enabled && !c->alloc_enabled && !c->block_enabled && !c->mutex_enabled))
 		return;
-	rc = start_tables(c);
-	if (rc) {
+	ps_unwind_init();
+	deferred = ps_worker_defer(c);
+	if (deferred) {
+		if (c->alloc_enabled)   /* sampling, into tables made at the first sample */
+			ps_alloc_start(&g.lt, c->alloc_sample_bytes);
+	} else if ((rc = make_tables(c)) != 0) {
 		ps_warn("profiler not started: %s", strerror(-rc));
 		return;
+	} else {
+		ps_stacktab_publish(&g.st);
 	}
 	start_export(c);
+	if (deferred)
+		ps_stacktab_defer(first_record);
 	if (pthread_atfork(ps_unwind_fork_prepare, ps_unwind_fork_parent, on_fork_child))
 		ps_warn("fork handler not installed");
 	ps_hook_thread_adopt();  /* the main thread is one of the program's */

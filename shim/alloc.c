@@ -19,7 +19,7 @@ static _Atomic int mode;
 /* Per-thread generator state; 0 means "not seeded yet". */
 static PS_TLS uint64_t t_rng;
 
-void
+PS_SIGSAFE void
 ps_alloc_start(struct ps_livetab *lt, uint64_t mean_bytes)
 {
 	live = lt;
@@ -28,7 +28,7 @@ ps_alloc_start(struct ps_livetab *lt, uint64_t mean_bytes)
 	atomic_store(&mode, PS_ALLOC_ON);
 }
 
-void
+PS_SIGSAFE void
 ps_alloc_off(void)
 {
 	atomic_store(&mode, PS_ALLOC_OFF);
@@ -90,14 +90,19 @@ record(void *p, size_t size)
 	uintptr_t ips[PS_MAX_DEPTH];
 	uint64_t vals[PS_NVALUES] = { 0 };
 	uint64_t w = ps_alloc_weight(size, mean);
+	struct ps_stacktab *tab = ps_stacktab_current();
 	uint32_t slot;
 	int depth;
 
+	/* None: another thread is making the tables (worker.h,
+	 * ps_worker_defer), or they could not be made. */
+	if (!tab)
+		return;
 	ps_unwind_warm_thread();
 	depth = ps_unwind_here(ips, PS_MAX_DEPTH);
 	vals[PS_V_ALLOC_OBJS] = w;
 	vals[PS_V_ALLOC_BYTES] = (uint64_t)(((double)size * (double)w) / PS_FIXED_ONE + 0.5);
-	slot = ps_stacktab_add(ps_stacktab_current(), ips, depth, depth == PS_MAX_DEPTH, vals);
+	slot = ps_stacktab_add(tab, ips, depth, depth == PS_MAX_DEPTH, vals);
 	(void)ps_livetab_insert(live, p, size, w, slot);
 }
 

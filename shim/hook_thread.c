@@ -20,6 +20,7 @@
 #include "common/guard.h"
 #include "common/ps.h"
 #include "shim/process.h"
+#include "shim/stacktab.h"
 #include "shim/altstack.h"
 #include "shim/sampler.h"
 #include "shim/sigvirt.h"
@@ -95,6 +96,9 @@ pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), vo
 	shim = ps_guard_held();
 	ps_guard_enter();
 	if (!shim) {
+		/* A program whose tables wait for its first record makes them
+		 * now, while it has one thread (stacktab.h, ps_stacktab_defer). */
+		(void)ps_stacktab_current();
 		ps_process_wake();  /* a fork child's uploader starts here */
 		/* The program's first thread: the frames the fast walk leaves
 		 * alone are libunwind's from now on (unwind.h). */

@@ -12,7 +12,7 @@
 _Static_assert(sizeof(struct ps_livetab_counters) <= HEAD, "counters fit");
 enum { K_EMPTY = 0, K_TOMB = 1, K_BUSY = 2 };
 
-int
+PS_SIGSAFE int
 ps_livetab_init(struct ps_livetab *t)
 {
 	size_t slots = (size_t)PS_LIVE_SLOTS * sizeof(struct ps_live_slot);

@@ -20,7 +20,7 @@
 #define HEAD 4096
 _Static_assert(sizeof(struct ps_stacktab_counters) <= HEAD, "counters fit");
 
-int
+PS_SIGSAFE int
 ps_stacktab_init(struct ps_stacktab *t, uint64_t budget)
 {
 	uint64_t slot_bytes = budget / 8 * 3;
@@ -79,20 +79,35 @@ ps_stacktab_view(struct ps_stacktab *view, const struct ps_stacktab *t, void *ma
 	return 0;
 }
 
-/* Written once by the constructor, before the handler is installed or any
- * hook samples; read by every thread. */
+/* Written once: by the constructor, before the handler is installed or any
+ * hook samples, or by the `first` function of a program whose tables wait
+ * for its first record; read by every thread. */
 static struct ps_stacktab *_Atomic current;
+static void (*_Atomic first)(void);
 
-void
+PS_SIGSAFE void
 ps_stacktab_publish(struct ps_stacktab *t)
 {
 	atomic_store_explicit(&current, t, memory_order_release);
 }
 
+PS_SIGSAFE void
+ps_stacktab_defer(void (*fn)(void))
+{
+	atomic_store_explicit(&first, fn, memory_order_release);
+}
+
 PS_SIGSAFE struct ps_stacktab *
 ps_stacktab_current(void)
 {
-	return atomic_load_explicit(&current, memory_order_acquire);
+	struct ps_stacktab *t = atomic_load_explicit(&current, memory_order_acquire);
+	void (*fn)(void);
+
+	if (PS_UNLIKELY(!t) && (fn = atomic_load_explicit(&first, memory_order_acquire))) {
+		fn();
+		t = atomic_load_explicit(&current, memory_order_acquire);
+	}
+	return t;
 }
 
 int
@@ -222,7 +237,7 @@ ps_stacktab_empty(const struct ps_stacktab *t)
 	uint32_t i;
 	int k;
 
-	if (!t)
+	if (!t || !t->c)
 		return 1;
 	if (atomic_load_explicit(&t->c->pool_used, memory_order_relaxed) != 0)
 		return 0;

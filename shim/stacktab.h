@@ -97,9 +97,18 @@ int ps_stacktab_view(struct ps_stacktab *view, const struct ps_stacktab *t, void
  * constructor once the table is mapped (a fork child keeps the same
  * address), read by the signal handler, the allocation hooks and the
  * uploader.  NULL until published (nothing is recorded then).
- * Context: publish: constructor; current: any thread, async-signal-safe. */
-void ps_stacktab_publish(struct ps_stacktab *t);
+ * Context: publish: constructor, or the `first` function below;
+ * current: any thread, async-signal-safe. */
+void ps_stacktab_publish(struct ps_stacktab *t) PS_SIGSAFE;
 struct ps_stacktab *ps_stacktab_current(void) PS_SIGSAFE;
+
+/* A program whose tables are made at its first record (uploader/worker.h,
+ * ps_worker_defer): while no table is published, ps_stacktab_current
+ * calls `first`, which makes and publishes it -- or does nothing when
+ * another thread is making it, and that record is dropped -- and reads
+ * again.  NULL: none.  `first` must be async-signal-safe.  Context: the
+ * constructor, and `first` itself once done. */
+void ps_stacktab_defer(void (*first)(void)) PS_SIGSAFE;
 
 /* Forget every stack (fork child): the pages are replaced by fresh zero
  * pages, which costs nothing until touched.  Context: fork child handler,
@@ -131,7 +140,7 @@ ps_stacktab_group_used(const struct ps_stacktab *t, uint32_t i)
 }
 
 /* 1 if nothing was ever recorded (no stack stored, no special slot used),
- * or t is NULL.  Context: any thread; async-signal-safe. */
+ * or t is NULL or not mapped yet.  Context: any thread; async-signal-safe. */
 int ps_stacktab_empty(const struct ps_stacktab *t);
 
 static inline uint32_t

@@ -31,7 +31,7 @@ ps_wait_start(int mask, uint64_t rate)
 	atomic_store(&ps_wait_on, mask);
 }
 
-void
+PS_SIGSAFE void
 ps_wait_off(void)
 {
 	atomic_store(&ps_wait_on, 0);

@@ -48,6 +48,9 @@ INDIRECT = {
                            "pthread_mutex_lock"],
     "ps_unwind_signal": ["dl_iterate_phdr", "syscall", "pipe", "pipe2",
                                        "sigprocmask", "pthread_mutex_lock"],
+    # A program that put off joining its tree makes its tables at its
+    # first record (init.c registers first_record with ps_stacktab_defer).
+    "ps_stacktab_current": ["init/init.c:first_record"],
 }
 
 

@@ -72,6 +72,12 @@ headers_setup(struct ps_remote *r, const struct ps_config *c, int *bad)
 	r->up.pyro.nheaders = n;
 }
 
+int
+ps_remote_otlp_on(const struct ps_config *c)
+{
+	return c->otlp_endpoint[0] && !c->otlp_disabled;
+}
+
 static void
 otlp_setup(struct ps_remote *r, const struct ps_config *c, int *bad)
 {
@@ -79,7 +85,7 @@ otlp_setup(struct ps_remote *r, const struct ps_config *c, int *bad)
 	size_t n = 0, i, off = 0;
 	int skipped;
 
-	if (!c->otlp_endpoint[0] || c->otlp_disabled)
+	if (!ps_remote_otlp_on(c))
 		return;
 	snprintf(r->otlp_url, sizeof(r->otlp_url), "%s", c->otlp_endpoint);
 	skipped = ps_otlp_parse_headers(c->otlp_headers, h, PS_ARRAY_LEN(h), &n, r->otlp_store,

@@ -74,6 +74,10 @@ struct ps_remote {
 	struct ps_upload up;
 };
 
+/* 1 if c sends the run's span to an OTLP endpoint (with trace correlation
+ * on, the span is then sent at the run's end). */
+int ps_remote_otlp_on(const struct ps_config *c);
+
 /* Validate the server address, tags, headers and OTLP settings of c, and
  * print one configuration line for each thing that is wrong.  `span` is
  * the run's root span or NULL; its ids are appended to the tags.  Returns

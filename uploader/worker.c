@@ -39,6 +39,7 @@
 #include "shim/wait.h"
 #include "uploader/group.h"
 #include "uploader/listen.h"
+#include "uploader/remote.h"
 #include "symbolize/symbols.h"
 
 enum { REQ_NONE, REQ_FINAL, REQ_EXEC };
@@ -222,7 +223,8 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static int running;                /* a worker thread exists */
 /* A fork child's uploader is started at its first allocation sample,
  * thread start or exit, not in the fork handler: a child that only calls
- * exec (a shell's) never pays for one.  Set by ps_worker_child. */
+ * exec (a shell's) never pays for one.  Set by ps_worker_child (outside a
+ * tree), or by a first record that could not join its tree. */
 static _Atomic int due;
 /* 1 in the process whose constructor started the uploader, 0 in a fork
  * child: only the former serves /debug/pprof (listen.h), and leads or
@@ -248,6 +250,30 @@ static int tree_leader;
  * constructor (an exec'd image), then by the host thread that learns the
  * outcome (exit, exec, poke: one at a time). */
 static int birth_slot = NBIRTHS;
+/* A member of a tree that put off joining it until its first record
+ * (ps_worker_defer): DEFER_WAITING until then, DEFER_JOINING while that
+ * record joins, DEFER_NONE otherwise.  Set by the constructor, kept by a
+ * fork child; the first record takes it by compare-and-swap. */
+enum { DEFER_NONE, DEFER_WAITING, DEFER_JOINING };
+static _Atomic int deferred;
+/* 1: the program that put off joining is a fork child whose parent is a
+ * session of the tree's helper: it joins with a fork child's notice
+ * (born), its settings its parent's.  0: it joins with its own settings
+ * (announce_tables): an exec'd image, or the child of a program that had
+ * not joined yet.  Written with `deferred`. */
+static int defer_fork;
+/* What that first record did, for the info log at the next place that may
+ * print (say_deferred): the helper it joined, or why it could not. */
+static _Atomic int deferred_joined;
+static const char *_Atomic deferred_why;
+/* What the program said before it had a control block, for the one its
+ * first record makes.  Written by the host thread (args) and the exit
+ * hooks (exit). */
+static int early_argc;
+static const char *const *early_argv;
+static _Atomic int early_has_exit, early_exit_code;
+PS_SIGSAFE static void args_copy(int argc, const char *const *argv);
+PS_SIGSAFE static int born(void);
 
 /* The helper's sessions and the joins its accepting thread took.
  * Protected by `lock`; the loop adds and ends sessions. */
@@ -1164,7 +1190,7 @@ again:
 
 /* Send len bytes of buf and n descriptors (SCM_RIGHTS) on socket fd.
  * Returns what sendmsg returned. */
-static ssize_t
+PS_SIGSAFE static ssize_t
 send_fds(int fd, const void *buf, size_t len, const int *fds, int n)
 {
 	union {
@@ -1567,7 +1593,7 @@ start_helper(void)
 /* The length of a tree's name's first part, "pyroshim-PID-RANDOM": its
  * socket's.  What follows it, "-HPID-FD", says where the helper holds the
  * bell (config.c checked the form). */
-static size_t
+PS_SIGSAFE static size_t
 sock_len(const char *name)
 {
 	size_t n = strlen(name), k = 9 + strspn(name + 9, "0123456789") + 17;
@@ -1575,7 +1601,7 @@ sock_len(const char *name)
 	return k < n ? k : n;
 }
 
-static socklen_t
+PS_SIGSAFE static socklen_t
 tree_addr(struct sockaddr_un *a, const char *name)
 {
 	size_t n = sock_len(name);
@@ -1651,7 +1677,7 @@ tree_handed_over(int ok)
 
 /* What this program says about itself to its tree's helper, in its
  * control block (struct reg). */
-static void
+PS_SIGSAFE static void
 reg_fill(void)
 {
 	struct reg *r = &c->r;
@@ -1677,7 +1703,7 @@ reg_fill(void)
 /* The descriptors of this program's control block, stack table and (if
  * any) live table, into fd[3] (-1 for no live table).  Returns how many
  * there are, or -1 if one has none (memfd_create refused). */
-static int
+PS_SIGSAFE static int
 table_fds(int fd[3])
 {
 	fd[0] = ps_shmem_fd(c);
@@ -1702,8 +1728,9 @@ tree_alive(void)
  * until the helper has them.  `exec`: an exec'd image, whose settings are
  * in its control block, and which hands its descriptors over next (hand()).
  * Returns 0, -1 (no free slot: the helper is behind) or -2 (no
- * descriptor).  Context: fork child handler, constructor. */
-static int
+ * descriptor).  Context: constructor, or a program's first record
+ * (ps_worker_join_deferred); async-signal-safe. */
+PS_SIGSAFE static int
 notice(int exec)
 {
 	uint64_t me = (uint64_t)getpid() << 8, w;
@@ -1754,7 +1781,7 @@ PS_SIGSAFE static int birth_outcome(int withdraw);
 /* Hand this program's descriptors to the helper of the tree named `name`
  * for its notice: one message, not answered.  Never waits: a full backlog
  * or socket buffer fails at once.  Returns 0 or -1. */
-static int
+PS_SIGSAFE static int
 hand(const char *name)
 {
 	struct hand h;
@@ -1777,14 +1804,11 @@ hand(const char *name)
 	return rc;
 }
 
-/* Announce this exec'd image to the tree named `name`: map the tree's bell
- * from the helper's descriptor, write a birth notice there and hand the
- * descriptors over.  Nothing waits for the helper, which takes the notice
- * when its grace is over; a command that ends within the grace with
- * nothing recorded withdraws it and costs the helper a message.  Returns
+/* Map the bell of the tree named `name` from the helper's descriptor, and
+ * check it is that tree's, of this build, with its helper alive.  Returns
  * 0, or -1 with *why set.  Context: constructor. */
 static int
-announce(const char *name, const char **why)
+bell_map(const char *name, const char **why)
 {
 	char path[64];
 	struct stat sb;
@@ -1793,7 +1817,7 @@ announce(const char *name, const char **why)
 	const char *q = name + k;
 	char *end;
 	long hpid, bfd;
-	int p, fd = -1, rc;
+	int p, fd = -1;
 
 	if (tree_bell) {   /* announced before, and withdrawn (an exec failed) */
 		(void)munmap(tree_bell, sizeof(*tree_bell));
@@ -1833,9 +1857,26 @@ announce(const char *name, const char **why)
 	tree_bell = b;
 	*why = "its bell is not this tree's, or another build's";
 	if (memcmp(b->magic, REG_MAGIC, sizeof(REG_MAGIC)) || strncmp(b->name, name, k) ||
-	    b->name[k] || atomic_load(&b->helper_pid) != hpid || !tree_alive())
-		goto fail;
-	rc = notice(1);
+	    b->name[k] || atomic_load(&b->helper_pid) != hpid || !tree_alive()) {
+		(void)munmap(b, sizeof(*b));
+		tree_bell = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+/* Announce this program, its bell mapped, to the tree named `name`: write
+ * a birth notice in the bell and hand the descriptors over.  Nothing
+ * waits for the helper, which takes the notice when its grace is over; a
+ * command that ends within the grace with nothing recorded withdraws it
+ * and costs the helper a message.  Returns 0, or -1 with *why set (the
+ * bell then unmapped).  Context: constructor, or a deferred program's
+ * first record (ps_worker_join_deferred); async-signal-safe. */
+PS_SIGSAFE static int
+announce_tables(const char *name, const char **why)
+{
+	int rc = notice(1);
+
 	*why = rc == -2 ? "its tables have no descriptor to hand over" :
 	       "its bell has no free slot";
 	if (rc)
@@ -1852,9 +1893,17 @@ announce(const char *name, const char **why)
 	helper = 0;
 	bell = &c->wake;
 fail:
-	(void)munmap(b, sizeof(*b));
+	(void)munmap(tree_bell, sizeof(*tree_bell));
 	tree_bell = NULL;
 	return -1;
+}
+
+/* Map the bell of the tree named `name` and announce this exec'd image
+ * there.  Returns 0, or -1 with *why set.  Context: constructor. */
+static int
+announce(const char *name, const char **why)
+{
+	return bell_map(name, why) || announce_tables(name, why) ? -1 : 0;
 }
 
 /* Join the tree whose helper listens at `name`: hand it this program's
@@ -1944,6 +1993,16 @@ ps_worker_tree(void)
 	return tree_name;
 }
 
+/* 1 if this process leads the tree named `name` (an exec'd image of the
+ * process that made it). */
+static int
+leads(const char *name)
+{
+	int pid;
+
+	return sscanf(name, "pyroshim-%d-", &pid) == 1 && pid == getpid();
+}
+
 /* The helper, or a thread where none can be made.  The process whose
  * constructor starts it joins the tree it was started in, if any, else
  * leads a tree of its own. */
@@ -1973,7 +2032,7 @@ start(void)
 		if (joined > 0) {
 			helper = 1;
 			snprintf(tree_name, sizeof(tree_name), "%s", name);
-			tree_leader = sscanf(tree_name, "pyroshim-%d-", &rc) == 1 && rc == getpid();
+			tree_leader = leads(name);
 			ps_info("uploader: joined the tree's helper (pid %d)", joined);
 			return 0;
 		}
@@ -1998,6 +2057,90 @@ start(void)
 }
 
 int
+ps_worker_defer(const struct ps_config *cfg)
+{
+	const char *why;
+
+	if (!cfg->tree_helper[0] || cfg->pprof_address[0] || ps_gostack_objects() ||
+	    (cfg->trace_correlation && ps_remote_otlp_on(cfg)) || leads(cfg->tree_helper) ||
+	    bell_map(cfg->tree_helper, &why))
+		return 0;
+	atomic_store(&deferred, DEFER_WAITING);
+	return 1;
+}
+
+PS_SIGSAFE int
+ps_worker_defer_take(void)
+{
+	int expected = DEFER_WAITING;
+
+	return atomic_compare_exchange_strong(&deferred, &expected, DEFER_JOINING);
+}
+
+/* The command line and exit status said before the control block was made,
+ * into it.  Async-signal-safe. */
+PS_SIGSAFE static void
+early_copy(void)
+{
+	if (early_argv)
+		args_copy(early_argc, early_argv);
+	if (atomic_load(&early_has_exit))
+		ps_worker_set_exit(atomic_load(&early_exit_code));
+}
+
+PS_SIGSAFE void
+ps_worker_join_deferred(int made)
+{
+	const char *why = "no memory for its control block";
+
+	if (made && defer_fork) {
+		if (born() == 0) {
+			atomic_store(&deferred, DEFER_NONE);
+			return;
+		}
+		why = "its parent's tree has no helper, or no free slot in its bell";
+	} else if (made && ctl_new() == 0) {
+		reg_fill();
+		early_copy();
+		if (announce_tables(x->cfg->tree_helper, &why) == 0) {
+			helper = 1;
+			atomic_store(&deferred_joined, atomic_load(&tree_bell->helper_pid));
+			atomic_store(&deferred, DEFER_NONE);
+			return;
+		}
+	}
+	if (made) {
+		/* As a fork child outside a tree: a helper of its own when it
+		 * ends, or at its next allocation sample or thread, which
+		 * inherits the mappings. */
+		ps_shmem_close_fds();
+		atomic_store(&deferred_why, why);
+		atomic_store(&due, 1);
+	}
+	atomic_store(&deferred, DEFER_NONE);
+}
+
+/* What a deferred program's first record did, in the info log once.
+ * Context: where the log may be written (not a signal handler). */
+static void
+say_deferred(void)
+{
+	int pid;
+	const char *why;
+
+	if (PS_LIKELY(!atomic_load_explicit(&deferred_joined, memory_order_relaxed) &&
+		      !atomic_load_explicit(&deferred_why, memory_order_relaxed)))
+		return;
+	pid = atomic_exchange(&deferred_joined, 0);
+	why = atomic_exchange(&deferred_why, NULL);
+	if (pid > 0)
+		ps_info("uploader: joined the tree's helper (pid %d) at its first record", pid);
+	if (why)
+		ps_info("uploader: the tree's helper %s cannot be used (%s); this program makes "
+			"a helper of its own, which its children join", x->cfg->tree_helper, why);
+}
+
+int
 ps_worker_start(struct ps_export *e, uint64_t interval_ns, uint64_t flush_timeout_ns)
 {
 	int rc;
@@ -2007,6 +2150,12 @@ ps_worker_start(struct ps_export *e, uint64_t interval_ns, uint64_t flush_timeou
 	listen_here = 1;
 	interval = interval_ns;
 	flush_timeout = flush_timeout_ns;
+	if (atomic_load(&deferred) == DEFER_WAITING) {
+		snprintf(tree_name, sizeof(tree_name), "%s", e->cfg->tree_helper);
+		ps_info("uploader: this program joins the tree's helper (pid %d) when it first "
+			"records", atomic_load(&tree_bell->helper_pid));
+		return 0;
+	}
 	rc = ctl_new();
 	if (rc)
 		return rc;
@@ -2070,10 +2219,10 @@ ps_worker_take_grid(void)
 /* ---- a fork child's birth notice, and where notices stand ------------ */
 
 /* Fork child: announce this child in the tree's bell, so that the tree's
- * helper serves it from now on, however it ends.  Returns 0, or -1: the
- * child then makes a helper of its own when it is due.  Context: fork
- * child handler. */
-static int
+ * helper serves it from now on, however it ends (it recorded already).  Returns 0, or -1: the
+ * child then makes a helper of its own when it is due.  Context: its first
+ * record (ps_worker_join_deferred); async-signal-safe. */
+PS_SIGSAFE static int
 born(void)
 {
 	if (!tree_bell || !tree_alive() || ctl_new())
@@ -2149,6 +2298,7 @@ ps_worker_poke(void)
 {
 	int expected = 1;
 
+	say_deferred();
 	/* Born: once the helper has taken (or refused) this child. */
 	if (PS_UNLIKELY(birth_slot != NBIRTHS) && birth_outcome(0) && settle())
 		ps_debug("uploader not started in the fork child");
@@ -2347,6 +2497,8 @@ ps_worker_flush(uint64_t timeout_ns, int final)
 	uint64_t deadline = ps_clock_ns(CLOCK_MONOTONIC) + timeout_ns;
 	struct timespec ts = to_ts(deadline);
 
+	if (x)
+		say_deferred();
 	/* A fork child that has not started one yet. */
 	if (due_at_end() && ((!c && ctl_new()) || start()))
 		c = NULL;
@@ -2393,8 +2545,11 @@ ps_worker_exit(uint64_t timeout_ns)
 PS_SIGSAFE void
 ps_worker_set_exit(int status)
 {
-	if (!c)
+	if (!c) {   /* for the control block a first record makes */
+		atomic_store(&early_exit_code, status);
+		atomic_store(&early_has_exit, 1);
 		return;
+	}
 	atomic_store(&c->exit_code, status);
 	atomic_store(&c->has_exit, 1);
 }
@@ -2402,10 +2557,21 @@ ps_worker_set_exit(int status)
 void
 ps_worker_set_args(int argc, const char *const *argv)
 {
+	if (c) {
+		args_copy(argc, argv);
+	} else {   /* for the control block a first record makes */
+		early_argc = argc;
+		early_argv = argv;
+	}
+}
+
+PS_SIGSAFE static void
+args_copy(int argc, const char *const *argv)
+{
 	size_t off = 0, n;
 	int i;
 
-	if (!c || argc < 0 || !argv)
+	if (argc < 0 || !argv)
 		return;
 	for (i = 0; i < argc && i < MAX_ARGS && argv[i]; i++) {
 		n = strlen(argv[i]) + 1;
@@ -2431,13 +2597,14 @@ ps_worker_host_thread(int delta)
 	sem_post(bell);
 }
 
-void
+int
 ps_worker_child(void)
 {
 	struct ctl *parent = c;
+	int d = atomic_load(&deferred);
 
 	if (!x)
-		return;
+		return 0;
 	/* The parent's control block and helper (or thread) are not ours,
 	 * nor its sessions (thread mode). */
 	c = NULL;
@@ -2453,9 +2620,25 @@ ps_worker_child(void)
 	pthread_mutex_init(&lock, NULL);
 	if (parent)
 		ps_shmem_free(parent, sizeof(*parent));
-	if (born() == 0)
-		return;
-	/* A helper of its own, forked when due, inherits the mappings. */
-	ps_shmem_close_fds();
+	atomic_store(&deferred_joined, 0);
+	atomic_store(&deferred_why, NULL);
+	atomic_store(&early_has_exit, 0);
+	/* One whose parent was joining in another thread has tables half
+	 * made: not profiled. */
+	if (d == DEFER_JOINING) {
+		atomic_store(&deferred, DEFER_NONE);
+		return -1;
+	}
+	/* The child joins the tree at its first record: a shell's child,
+	 * which only execs, never writes a notice.  With a fork child's
+	 * notice if its parent is a session; with settings of its own if
+	 * its parent has not joined either (no session to copy them from). */
+	if (d == DEFER_WAITING || (tree_bell && tree_alive())) {
+		defer_fork = d != DEFER_WAITING;
+		atomic_store(&deferred, DEFER_WAITING);
+		return 1;
+	}
+	/* Outside a tree: a helper of its own when due. */
 	atomic_store(&due, 1);
+	return 0;
 }

@@ -48,6 +48,29 @@
  * Returns 0 or -errno.  Context: constructor, fork child (one thread). */
 int ps_worker_start(struct ps_export *x, uint64_t interval_ns, uint64_t flush_timeout_ns) PS_WUR;
 
+/* Put off joining this program's tree until its first record (a CPU
+ * sample, an allocation sample or a wait kept), or its first thread: most
+ * commands a shell or make runs record nothing (one of 1 ms crosses its
+ * first expiry once in ten at 100 Hz), and such a command then costs
+ * neither a control block, nor tables, nor a message to the helper.
+ * Only a member of a tree (not its leader, whose end waits for the
+ * tree), not a Go program, and one that neither serves /debug/pprof nor
+ * sends a span.  Returns 1 if put off -- the tree's bell mapped, the
+ * tables to be made by the caller's function that ps_stacktab_defer
+ * names -- else 0.  Context: constructor, before ps_worker_start. */
+int ps_worker_defer(const struct ps_config *cfg);
+
+/* The first record of a program that put off joining: 1 for the one
+ * caller that is to make the tables now and then call
+ * ps_worker_join_deferred; 0 for every other.  Async-signal-safe. */
+int ps_worker_defer_take(void) PS_SIGSAFE;
+
+/* Join the tree now, the tables made (`made`) or not (no profile then).
+ * One that cannot makes a helper of its own at its end, as a fork child
+ * outside a tree.  Async-signal-safe; the info log says which at the next
+ * pass or exit. */
+void ps_worker_join_deferred(int made) PS_SIGSAFE;
+
 /* The name of the tree this process leads or joined ("" if none), and
  * where its helper holds the tree's bell, for PYROSHIM_HELPER.  Context:
  * constructor, after ps_worker_start. */
@@ -89,11 +112,16 @@ void ps_worker_set_args(int argc, const char *const *argv);
  * notices the end by itself.)  Context: host thread. */
 void ps_worker_host_thread(int delta);
 
-/* Fork child: the parent's uploader is not ours.  This process's own is
+/* Fork child: the parent's uploader is not ours.  In a tree the child
+ * puts off joining it until its first record, as ps_worker_defer: returns
+ * 1, and the caller lets go of the parent's tables (its own are made by
+ * its `first` function, ps_stacktab_defer).  Outside one, its uploader is
  * started by ps_worker_poke, or at its exit, _exit or exec if it recorded
- * anything (tables already reset by the caller).
- * Context: fork child handler. */
-void ps_worker_child(void);
+ * anything: returns 0, and the caller gives it tables of its own now (a
+ * helper it makes inherits the mappings: their descriptors are closed).
+ * Returns -1 when the child cannot be profiled (its parent was joining in
+ * another thread).  Context: fork child handler. */
+int ps_worker_child(void) PS_WUR;
 
 /* A fork child's uploader is due: start it now.  Called at an allocation
  * sample and a thread start; cheap otherwise.  A fork child that only

@@ -84,19 +84,23 @@ class Trees(ShimTest):
         self.assertEqual(self.files(), ["tree.%d.cpu.folded" % r.pid, "tree.%d.cpu.pb.gz" % r.pid])
 
     def test_short_commands_never_meet_the_helper(self):
-        """A command that ends within its notice's grace (20 ms) with
-        nothing recorded withdraws the notice: the helper makes no session
-        for it (the debug log names each session that ends), though the
-        command says in the info log which helper it belongs to.  CPU and
-        allocation profiling are off and block profiling on, so that the
-        shim runs and /bin/true records nothing.  The spin of 300 ms at the
-        end lives past the grace: its notice is taken."""
+        """A program of the tree puts off joining it until its first record
+        (worker.h, ps_worker_defer): a command that records nothing never
+        makes a control block or tables, never writes a notice and never
+        sends the helper a message; the info log says which helper it
+        would join.  CPU and allocation profiling are off and block
+        profiling on, so that the shim runs and /bin/true records nothing.
+        The spin of 300 ms at the end (not the shell's last command, which
+        the shell would exec: it would be the tree's leader) has CPU
+        profiling on: it joins at its first sample, and its session ends
+        with it."""
         n = 20
         env = self.env({"PYROSCOPE_LOG_LEVEL": "debug",
                         "PYROSCOPE_PROFILING_CPU_ENABLED": "false",
                         "PYROSCOPE_PROFILING_BLOCK_ENABLED": "true"})
         del env["PYROSCOPE_APPLICATION_NAME"]
-        r = run(["bash", "-c", 'for i in {1..%d}; do /bin/true; done; "%s" 300' % (n, SPIN)], env)
+        r = run(["bash", "-c", 'for i in {1..%d}; do /bin/true; done; '
+                 'PYROSCOPE_PROFILING_CPU_ENABLED=true "%s" 300; true' % (n, SPIN)], env)
         self.assertEqual((r.rc, r.out, r.err), (0, b"", b""))
         helper_log(self, self.log)
         text = self.log_text()
@@ -104,17 +108,87 @@ class Trees(ShimTest):
         trues = {p for p, name in names.items() if name == "true"}
         spins = {p for p, name in names.items() if name == "spin"}
         self.assertEqual((len(trues), len(spins)), (n, 1), text[-3000:])
-        self.assertLessEqual(trues | spins, set(self.joined()), text[-3000:])
+        helper = {int(h) for h in
+                  re.findall(r"joins the tree's helper \(pid (\d+)\) when it first records", text)}
+        self.assertEqual(len(helper), 1, text[-3000:])
+        waiting = {int(p) for p in re.findall(
+            r"pyroshim\[(\d+)\]: info: uploader: this program joins the tree's helper", text)}
+        self.assertLessEqual(trues | spins, waiting, text[-3000:])
+        joined = self.joined()
+        self.assertEqual(set(joined) & trues, set(), text[-3000:])
+        self.assertEqual({joined.get(p) for p in spins}, helper, text[-3000:])
         ended = {int(p) for p in re.findall(r"uploader: pid (\d+)'s session ended", text)}
         self.assertEqual(ended & trues, set(), text[-3000:])
         self.assertLessEqual(spins, ended, text[-3000:])
         self.assertEqual(self.helpers_started(), 1, text[-3000:])
 
+    def test_a_program_joins_at_its_first_record_of_any_kind(self):
+        """A program of the tree that samples no CPU joins at its first
+        allocation sample (alloc_sites, 8 MiB: about 16 samples of 512 KiB)
+        or its first wait kept (sleep 0.3 s, block profiling's 1 ms bound):
+        its profile of that kind is in the tree's files, labelled with its
+        pid.  Neither is the shell's last command, which the shell would
+        exec (the tree's leader joins in its constructor)."""
+        env = self.env({"PYROSCOPE_PROFILING_CPU_ENABLED": "false",
+                        "PYROSCOPE_PROFILING_ALLOC_ENABLED": "true",
+                        "PYROSCOPE_PROFILING_BLOCK_ENABLED": "true"})
+        script = ('"%s" 8 0 "%s" & a=$!; wait $a; sleep 0.3 & s=$!; wait $s; echo $a $s' %
+                  (os.path.join(PROG, "alloc_sites"), os.path.join(self.tmp, "truth.json")))
+        r = run(["bash", "-c", script], env)
+        self.assertEqual((r.rc, r.err), (0, b""))
+        a, s = map(int, r.out.split())
+        joined = self.joined()
+        text = self.log_text()
+        self.assertLessEqual({a, s}, set(joined), text[-3000:])
+        self.assertIn(a, self.pids_of("tree", "alloc.pb.gz"), text[-3000:])
+        self.assertIn(s, self.pids_of("tree", "block.pb.gz"), text[-3000:])
+        self.assertEqual(self.helpers_started(), 1, text[-3000:])
+
+    def test_a_fork_child_that_records_nothing_never_meets_the_helper(self):
+        """A fork child joins at its first record too: one that records
+        nothing writes no notice (the helper's debug log names every fork
+        child it takes) and holds no descriptor of the shim's -- it sees
+        the descriptors open that it sees without the shim -- and one that
+        waits 50 ms is a session of the one helper, labelled in the tree's
+        block profile.  Block profiling alone: the idle child's calls last
+        microseconds, each kept with a chance of a few in a million (its
+        1 ms bound); a CPU sample would be a chance of its CPU time in ten
+        milliseconds."""
+        code = ("import os, time\n"
+                "r, w = os.pipe()\n"
+                "idle = os.fork()\n"
+                "if idle == 0:\n"
+                "    os.write(w, repr(sorted(os.listdir('/proc/self/fd'))).encode())\n"
+                "    os._exit(0)\n"
+                "os.waitpid(idle, 0)\n"
+                "fds = os.read(r, 4096).decode()\n"
+                "busy = os.fork()\n"
+                "if busy == 0:\n"
+                "    time.sleep(0.05)\n"
+                "    os._exit(0)\n"
+                "os.waitpid(busy, 0)\n"
+                "print(idle, busy, fds)\n")
+        base = run(["python3", "-c", code], clean_env({}, preload=False))
+        env = self.env({"PYROSCOPE_LOG_LEVEL": "debug",
+                        "PYROSCOPE_PROFILING_CPU_ENABLED": "false",
+                        "PYROSCOPE_PROFILING_BLOCK_ENABLED": "true"})
+        del env["PYROSCOPE_LOG_FILE"]   # a descriptor of the shim's own: stderr then
+        r = run(["python3", "-c", code], env)
+        self.assertEqual((base.rc, r.rc), (0, 0), r.err[-3000:])
+        idle, busy, fds = r.out.decode().split(" ", 2)
+        self.assertEqual(fds, base.out.decode().split(" ", 2)[2])
+        text = r.err.decode()
+        self.assertNotRegex(text, r"fork child %s of" % idle)
+        self.assertRegex(text, r"fork child %s of \d+ joined the tree" % busy)
+        self.assertEqual(len(re.findall(r"helper process started", text)), 1, text[-3000:])
+        self.assertNotIn(int(idle), self.pids_of("tree", "block.pb.gz"))
+        self.assertIn(int(busy), self.pids_of("tree", "block.pb.gz"))
+
     def test_a_program_opens_the_numbers_it_opens_without_the_shim(self):
-        """An exec'd program of a tree hands its tables' descriptors to the
-        helper in its constructor, and keeps none: its own open(2) gets the
-        number it gets without the shim, and it sees the descriptors open
-        that it sees without the shim.  (No log file here: the shim's log
+        """An exec'd program of a tree makes no table before its first
+        record, and hands their descriptors to the helper then, keeping
+        none: its own open(2) gets the number it gets without the shim,
+        and it sees the descriptors open that it sees without the shim.  (No log file here: the shim's log
         file is a descriptor of its own.)"""
         code = ("import os\n"
                 "print(os.open('/dev/null', os.O_RDONLY), sorted(os.listdir('/proc/self/fd')))\n")
@@ -324,14 +398,17 @@ class Trees(ShimTest):
             self.assertEqual(f.read(), data)
 
     def test_a_child_that_closes_every_descriptor_falls_back(self):
-        """A fork child that closes every descriptor at once (a daemon's
-        habit) takes its announced memfds with it: the helper cannot open
-        them, refuses the notice (and says so in the info log), and the
-        child makes a helper of its own at its end.  Its 300 ms are in its
-        profile all the same."""
-        code = ("import os, time\n"
+        """A fork child that closes every descriptor once it joined (a
+        daemon's habit; its first thread joins it, worker.h) takes its
+        announced memfds with it: the helper cannot open them, refuses the
+        notice (and says so in the info log), and the child makes a helper
+        of its own at its end.  Its 300 ms are in its profile all the
+        same.  (One that closes them before its first record has none to
+        lose: it joins after.)"""
+        code = ("import os, threading, time\n"
                 "pid = os.fork()\n"
                 "if pid == 0:\n"
+                "    t = threading.Thread(target=lambda: None); t.start(); t.join()\n"
                 "    os.closerange(3, 4096)\n"
                 "    t = time.process_time()\n"
                 "    while time.process_time() - t < 0.3:\n"
