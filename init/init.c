@@ -258,44 +258,25 @@ profiling_off(void)
 	(void)ps_sampler_disarm();
 }
 
-PS_SIGSAFE static void first_record(void);
-
-/* A fork child that joins its tree at its first record: the parent's
- * tables (shared with it) are let go, and the child's own are made then.
- * A parent that had not joined either has none. */
-static void
-forget_tables(void)
-{
-	ps_stacktab_publish(NULL);
-	ps_shmem_free(g.st.c, g.st.map_len);
-	ps_shmem_free(g.lt.c, g.lt.map_len);
-	memset(&g.st, 0, sizeof(g.st));
-	memset(&g.lt, 0, sizeof(g.lt));
-	if (g.x.on[PS_FAMILY_ALLOC])   /* no block of the child's is sampled yet */
-		ps_alloc_start(&g.lt, g.cfg.alloc_sample_bytes);
-	ps_stacktab_defer(first_record);
-}
-
 static void
 fork_child(void)
 {
-	int rc;
-
 	ps_unwind_fork_child();
 	if (!active)
 		return;
 	ps_process_setup(&ops, (int)getpid());
-	ps_export_abandon(&g.x);
-	g.x.pid = getpid();
-	rc = ps_worker_child();
-	if (rc > 0) {
-		forget_tables();
-	} else if (rc < 0 || ps_stacktab_reset(&g.st) ||
-		   (g.x.on[PS_FAMILY_ALLOC] && ps_livetab_reset(&g.lt))) {
+	/* A parent that put off joining its tree has no tables yet: nor has
+	 * the child, which puts it off too (worker.h). */
+	if (g.st.c &&
+	    (ps_stacktab_reset(&g.st) || (g.x.on[PS_FAMILY_ALLOC] && ps_livetab_reset(&g.lt)))) {
 		profiling_off();
 		return;
-	} else {
-		ps_shmem_close_fds();   /* its helper, made when due, maps them */
+	}
+	ps_export_abandon(&g.x);
+	g.x.pid = getpid();
+	if (ps_worker_child()) {
+		profiling_off();
+		return;
 	}
 	ps_hook_thread_adopt();
 	ps_sampler_child();
@@ -312,7 +293,8 @@ on_fork_child(void)
 	errno = saved;
 }
 
-/* The sample tables, mapped.  Async-signal-safe (first_record). */
+/* The sample tables, mapped; none when one cannot be.  Async-signal-safe
+ * (first_record). */
 PS_SIGSAFE static int
 make_tables(const struct ps_config *c)
 {
@@ -322,8 +304,11 @@ make_tables(const struct ps_config *c)
 		return rc;
 	if (c->alloc_enabled) {
 		rc = ps_livetab_init(&g.lt);
-		if (rc)
+		if (rc) {
+			ps_shmem_free(g.st.c, g.st.map_len);
+			g.st.c = NULL;
 			return rc;
+		}
 		ps_alloc_start(&g.lt, c->alloc_sample_bytes);
 	}
 	return 0;
@@ -346,13 +331,13 @@ first_record(void)
 	(void)ps_sigvirt_real_mask(SIG_BLOCK, &all, &old);
 	ps_guard_enter();   /* its sockets' waits are the shim's */
 	if (ps_worker_defer_take()) {
+		ps_stacktab_defer(NULL);   /* profiling_off's last sample comes here */
 		made = make_tables(&g.cfg) == 0;
 		ps_worker_join_deferred(made);
 		if (made)
 			ps_stacktab_publish(&g.st);
 		else
 			profiling_off();
-		ps_stacktab_defer(NULL);
 	}
 	ps_guard_leave();
 	(void)ps_sigvirt_real_mask(SIG_SETMASK, &old, NULL);

@@ -120,35 +120,23 @@ START_TEST(worker_final_flush_with_nothing_recorded_writes_nothing)
 END_TEST
 
 /* The fork child's side, as init.c's fork handler and the exit hooks do
- * it: own tables, own export state, its uploader started at its end.  In
- * a tree the child joins at its first record (worker.h, ps_worker_child),
- * which makes its tables then (init.c's first_record); outside one it has
- * them at once. */
+ * it: own tables, own export state, its uploader started at its end. */
 static void
 child(int use_exit)
 {
 	struct ps_stacktab copy = st;
-	int rc;
 
-	ps_export_abandon(&x);
-	x.pid = getpid();
-	rc = ps_worker_child();
-	if (rc < 0)
-		_exit(2);
 	/* The table's struct gets a shared page of its own, then the
-	 * table is emptied. */
+	 * table is emptied (init.c's tables_child). */
 	if (ps_shmem_renew(tab, sizeof(*tab)))
 		_exit(2);
 	st = copy;
 	if (ps_stacktab_reset(&st))
 		_exit(2);
-	if (rc > 0) {
-		if (!ps_worker_defer_take())
-			_exit(2);
-		ps_worker_join_deferred(1);
-	} else {
-		ps_shmem_close_fds();
-	}
+	ps_export_abandon(&x);
+	x.pid = getpid();
+	if (ps_worker_child())
+		_exit(2);
 	hm_cpu(&st, hm_leaf_b, 4, 10);
 	if (use_exit)
 		ps_worker_exit(30 * SEC);

@@ -256,12 +256,11 @@ static int birth_slot = NBIRTHS;
  * fork child; the first record takes it by compare-and-swap. */
 enum { DEFER_NONE, DEFER_WAITING, DEFER_JOINING };
 static _Atomic int deferred;
-/* 1: the program that put off joining is a fork child whose parent is a
- * session of the tree's helper: it joins with a fork child's notice
- * (born), its settings its parent's.  0: it joins with its own settings
- * (announce_tables): an exec'd image, or the child of a program that had
- * not joined yet.  Written with `deferred`. */
-static int defer_fork;
+/* The parent of a fork child that put off joining (its parent had not
+ * joined either), for the helper's log; 0 in an exec'd image.  Either
+ * joins with settings of its own (announce_tables).  Written with
+ * `deferred`. */
+static pid_t defer_parent;
 /* What that first record did, for the info log at the next place that may
  * print (say_deferred): the helper it joined, or why it could not. */
 static _Atomic int deferred_joined;
@@ -273,7 +272,6 @@ static int early_argc;
 static const char *const *early_argv;
 static _Atomic int early_has_exit, early_exit_code;
 PS_SIGSAFE static void args_copy(int argc, const char *const *argv);
-PS_SIGSAFE static int born(void);
 
 /* The helper's sessions and the joins its accepting thread took.
  * Protected by `lock`; the loop adds and ends sessions. */
@@ -828,7 +826,7 @@ take_birth(struct birth *b, int orphans, int now)
 	if (add_session(s) == 0) {
 		ok = 1;
 		atomic_store(&s->c->helper_pid, getpid());
-		if (exec)
+		if (exec && !b->ppid)
 			ps_debug("uploader: pid %d joined the tree", (int)pid);
 		else
 			ps_debug("uploader: fork child %d of %d joined the tree", (int)pid,
@@ -840,7 +838,7 @@ out:
 			close(fd[i]);
 	/* The program cannot say it (it learns it in its exit), so the
 	 * helper does. */
-	if (!ok && exec)
+	if (!ok && exec && !b->ppid)
 		ps_info("uploader: pid %d not taken (%s): it makes a helper of its own",
 			(int)pid, why);
 	else if (!ok)
@@ -1208,7 +1206,10 @@ send_fds(int fd, const void *buf, size_t len, const int *fds, int n)
 	h->cmsg_type = SCM_RIGHTS;
 	h->cmsg_len = CMSG_LEN((size_t)n * sizeof(int));
 	memcpy(CMSG_DATA(h), fds, (size_t)n * sizeof(int));
-	while ((rc = sendmsg(fd, &m, MSG_NOSIGNAL)) < 0 && errno == EINTR)
+	/* The system call, not the shim's own sendmsg (hook_wait.c), whose
+	 * first call looks the C library's up with dlsym: a program's first
+	 * record may be in a signal handler. */
+	while ((rc = syscall(SYS_sendmsg, fd, &m, MSG_NOSIGNAL)) < 0 && errno == EINTR)
 		;
 	return rc;
 }
@@ -1757,7 +1758,7 @@ notice(int exec)
 			b->id[i][1] = (uint64_t)sb.st_ino;
 		}
 	}
-	b->ppid = exec ? 0 : getppid();
+	b->ppid = exec ? defer_parent : getppid();
 	b->exec = exec;
 	b->at = ps_clock_ns(CLOCK_MONOTONIC);
 	atomic_store(&b->urgent, 0);
@@ -1797,7 +1798,8 @@ hand(const char *name)
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -1;
-	if (connect(fd, (struct sockaddr *)&a, n) == 0 &&
+	/* The system call, as in send_fds. */
+	if (syscall(SYS_connect, fd, (struct sockaddr *)&a, n) == 0 &&
 	    send_fds(fd, &h, sizeof(h), fds, nfd) == (ssize_t)sizeof(h))
 		rc = 0;
 	close(fd);
@@ -2091,30 +2093,26 @@ early_copy(void)
 PS_SIGSAFE void
 ps_worker_join_deferred(int made)
 {
-	const char *why = "no memory for its control block";
+	const char *why = made ? "no memory for its control block" : "no memory for its tables";
 
-	if (made && defer_fork) {
-		if (born() == 0) {
-			atomic_store(&deferred, DEFER_NONE);
-			return;
-		}
-		why = "its parent's tree has no helper, or no free slot in its bell";
-	} else if (made && ctl_new() == 0) {
+	if (made && ctl_new() == 0) {
 		reg_fill();
 		early_copy();
-		if (announce_tables(x->cfg->tree_helper, &why) == 0) {
+		if (announce_tables(tree_name, &why) == 0) {
 			helper = 1;
 			atomic_store(&deferred_joined, atomic_load(&tree_bell->helper_pid));
 			atomic_store(&deferred, DEFER_NONE);
 			return;
 		}
 	}
+	atomic_store(&deferred_why, why);
 	if (made) {
-		/* As a fork child outside a tree: a helper of its own when it
-		 * ends, or at its next allocation sample or thread, which
-		 * inherits the mappings. */
+		/* As a fork child outside a tree: a helper of its own (not
+		 * another try at the tree, which may wait) when it ends, or at
+		 * its next allocation sample or thread; it inherits the
+		 * mappings. */
+		listen_here = 0;
 		ps_shmem_close_fds();
-		atomic_store(&deferred_why, why);
 		atomic_store(&due, 1);
 	}
 	atomic_store(&deferred, DEFER_NONE);
@@ -2136,8 +2134,8 @@ say_deferred(void)
 	if (pid > 0)
 		ps_info("uploader: joined the tree's helper (pid %d) at its first record", pid);
 	if (why)
-		ps_info("uploader: the tree's helper %s cannot be used (%s); this program makes "
-			"a helper of its own, which its children join", x->cfg->tree_helper, why);
+		ps_info("uploader: the tree's helper %s cannot be used at this program's first "
+			"record (%s); it makes a helper of its own", tree_name, why);
 }
 
 int
@@ -2219,10 +2217,10 @@ ps_worker_take_grid(void)
 /* ---- a fork child's birth notice, and where notices stand ------------ */
 
 /* Fork child: announce this child in the tree's bell, so that the tree's
- * helper serves it from now on, however it ends (it recorded already).  Returns 0, or -1: the
- * child then makes a helper of its own when it is due.  Context: its first
- * record (ps_worker_join_deferred); async-signal-safe. */
-PS_SIGSAFE static int
+ * helper serves it from now on, however it ends.  Returns 0, or -1: the
+ * child then makes a helper of its own when it is due.  Context: fork
+ * child handler. */
+static int
 born(void)
 {
 	if (!tree_bell || !tree_alive() || ctl_new())
@@ -2557,12 +2555,12 @@ ps_worker_set_exit(int status)
 void
 ps_worker_set_args(int argc, const char *const *argv)
 {
-	if (c) {
+	/* Kept first, for the control block a first record makes (it may
+	 * make it in a handler between here and the test below). */
+	early_argc = argc;
+	early_argv = argv;
+	if (c)
 		args_copy(argc, argv);
-	} else {   /* for the control block a first record makes */
-		early_argc = argc;
-		early_argv = argv;
-	}
 }
 
 PS_SIGSAFE static void
@@ -2629,16 +2627,17 @@ ps_worker_child(void)
 		atomic_store(&deferred, DEFER_NONE);
 		return -1;
 	}
-	/* The child joins the tree at its first record: a shell's child,
-	 * which only execs, never writes a notice.  With a fork child's
-	 * notice if its parent is a session; with settings of its own if
-	 * its parent has not joined either (no session to copy them from). */
-	if (d == DEFER_WAITING || (tree_bell && tree_alive())) {
-		defer_fork = d != DEFER_WAITING;
-		atomic_store(&deferred, DEFER_WAITING);
-		return 1;
+	/* Its parent put off joining, and has no tables: so does the child,
+	 * which joins with settings of its own (its parent has no session
+	 * to copy them from). */
+	if (d == DEFER_WAITING) {
+		defer_parent = getppid();
+		return 0;
 	}
-	/* Outside a tree: a helper of its own when due. */
+	if (born() == 0)
+		return 0;
+	/* A helper of its own, forked when due, inherits the mappings. */
+	ps_shmem_close_fds();
 	atomic_store(&due, 1);
 	return 0;
 }

@@ -112,15 +112,13 @@ void ps_worker_set_args(int argc, const char *const *argv);
  * notices the end by itself.)  Context: host thread. */
 void ps_worker_host_thread(int delta);
 
-/* Fork child: the parent's uploader is not ours.  In a tree the child
- * puts off joining it until its first record, as ps_worker_defer: returns
- * 1, and the caller lets go of the parent's tables (its own are made by
- * its `first` function, ps_stacktab_defer).  Outside one, its uploader is
+/* Fork child: the parent's uploader is not ours.  This process's own is
  * started by ps_worker_poke, or at its exit, _exit or exec if it recorded
- * anything: returns 0, and the caller gives it tables of its own now (a
- * helper it makes inherits the mappings: their descriptors are closed).
- * Returns -1 when the child cannot be profiled (its parent was joining in
- * another thread).  Context: fork child handler. */
+ * anything (tables already reset by the caller).  The child of a program
+ * that put off joining its tree (ps_worker_defer) puts it off too, and
+ * joins with settings of its own.  Returns 0, or -1 when the child cannot
+ * be profiled (its parent was joining in another thread).  Context: fork
+ * child handler. */
 int ps_worker_child(void) PS_WUR;
 
 /* A fork child's uploader is due: start it now.  Called at an allocation
