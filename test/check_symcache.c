@@ -777,6 +777,42 @@ START_TEST(symcache_complete_is_kept_and_merged)
 }
 END_TEST
 
+/* A cache answers from the file it mapped when it opened: a writer that
+ * replaces the file (a temporary file renamed over it), or eviction that
+ * unlinks it, leaves those pages alone. */
+START_TEST(symcache_mapped_file_survives_its_replacement)
+{
+	struct ps_symcache *a, *b;
+	struct ps_dwarf_frame f[16];
+	char path[PATH_MAX];
+	uint64_t end;
+	size_t n;
+	int i;
+
+	make_dir();
+	write_three(id1);
+	ck_assert_int_eq(ps_symcache_open(dir, id1, 20, 1 << 20, &a), 0);
+	ck_assert_int_eq(ps_symcache_open(dir, id1, 20, 1 << 20, &b), 0);
+	ck_assert_int_eq(ps_symcache_add(b, 0x5000, 0x5010, 0x5000, chain1, 1), 0);
+	ck_assert_int_eq(ps_symcache_save(b), 0);
+	ps_symcache_free(b);
+	n = (size_t)snprintf(path, sizeof(path), "%s/", dir);
+	for (i = 0; i < 20; i++)
+		n += (size_t)snprintf(path + n, sizeof(path) - n, "%02x", id1[i]);
+	ck_assert_int_eq(unlink(path), 0);
+	ck_assert_int_eq(ps_symcache_find(a, 0x1008, f, 16, &end), 2);
+	ck_assert_str_eq(f[0].name, chain2[0].name);
+	ck_assert_int_eq(ps_symcache_find(a, 0x2004, f, 16, &end), 1);
+	ck_assert_int_eq(ps_symcache_find(a, 0x5008, f, 16, &end), -ENOENT);
+	/* And takes more, in arrays of its own. */
+	ck_assert_int_eq(ps_symcache_add(a, 0x6000, 0x6010, 0x6000, chain1, 1), 0);
+	ck_assert_int_eq(ps_symcache_find(a, 0x1008, f, 16, &end), 2);
+	ck_assert_int_eq(ps_symcache_find(a, 0x6008, f, 16, &end), 1);
+	ps_symcache_free(a);
+	remove_dir();
+}
+END_TEST
+
 /* ---- no DWARF to find: libdw not loaded --------------------------------- */
 
 /* Run a shell command made from fmt; it must succeed. */
@@ -906,6 +942,7 @@ symcache_suite(void)
 	tcase_add_test(tc, symcache_merges_two_writers);
 	tcase_add_test(tc, symcache_stays_within_its_bound);
 	tcase_add_test(tc, symcache_complete_is_kept_and_merged);
+	tcase_add_test(tc, symcache_mapped_file_survives_its_replacement);
 	tcase_add_test(tc, symcache_file_of_many_strings_takes_more);
 	tcase_add_test(tc, dwarf_not_loaded_when_there_is_none_to_find);
 	suite_add_tcase(s, tc);
