@@ -282,6 +282,18 @@ fork_child(void)
 	ps_sampler_child();
 }
 
+/* The parent sees fork's errno too. */
+static void
+on_fork_parent(void)
+{
+	int saved = errno;
+
+	ps_unwind_fork_parent();
+	if (active)
+		ps_worker_forked();
+	errno = saved;
+}
+
 /* The child sees fork's errno: the system calls above may fail (a tree
  * whose helper is gone answers kill(2) with ESRCH). */
 static void
@@ -405,7 +417,7 @@ start(void)
 	start_export(c);
 	if (deferred)
 		ps_stacktab_defer(first_record);
-	if (pthread_atfork(ps_unwind_fork_prepare, ps_unwind_fork_parent, on_fork_child))
+	if (pthread_atfork(ps_unwind_fork_prepare, on_fork_parent, on_fork_child))
 		ps_warn("fork handler not installed");
 	ps_hook_thread_adopt();  /* the main thread is one of the program's */
 	active = 1;

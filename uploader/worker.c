@@ -261,6 +261,12 @@ static _Atomic int deferred;
  * joins with settings of its own (announce_tables).  Written with
  * `deferred`. */
 static pid_t defer_parent;
+/* 1 once this program forked while its own notice was pending: its
+ * children's notices name it, and are taken with its settings, so its
+ * notice is not withdrawn when it ends or execs with nothing recorded
+ * (request).  Written by the thread that forks (ps_worker_forked), read at
+ * the exit or exec; 0 in a fork child and a new image. */
+static int forked;
 /* What that first record did, for the info log at the next place that may
  * print (say_deferred): the helper it joined, or why it could not. */
 static _Atomic int deferred_joined;
@@ -1206,9 +1212,10 @@ send_fds(int fd, const void *buf, size_t len, const int *fds, int n)
 	h->cmsg_type = SCM_RIGHTS;
 	h->cmsg_len = CMSG_LEN((size_t)n * sizeof(int));
 	memcpy(CMSG_DATA(h), fds, (size_t)n * sizeof(int));
-	/* The system call, not the shim's own sendmsg (hook_wait.c), whose
-	 * first call looks the C library's up with dlsym: a program's first
-	 * record may be in a signal handler. */
+	/* Through syscall(2), not the shim's own sendmsg (hook_wait.c),
+	 * whose first call looks the C library's up with dlsym: a program's
+	 * first record may be in a signal handler (ps_worker_defer made the
+	 * first call of syscall). */
 	while ((rc = syscall(SYS_sendmsg, fd, &m, MSG_NOSIGNAL)) < 0 && errno == EINTR)
 		;
 	return rc;
@@ -2067,6 +2074,10 @@ ps_worker_defer(const struct ps_config *cfg)
 	    (cfg->trace_correlation && ps_remote_otlp_on(cfg)) || leads(cfg->tree_helper) ||
 	    bell_map(cfg->tree_helper, &why))
 		return 0;
+	/* The join makes its system calls through syscall(2), which the
+	 * shim interposes (hook_fd.c): its first call looks the C library's
+	 * up with dlsym, done here rather than in a signal handler. */
+	(void)syscall(SYS_getpid);
 	atomic_store(&deferred, DEFER_WAITING);
 	return 1;
 }
@@ -2446,9 +2457,11 @@ request(int req, uint64_t timeout_ns)
 	/* Nothing to write or send: not worth waiting for, nor (a program
 	 * whose notice is pending) the helper's taking it, unless the leader
 	 * of a tree with other programs ends: its children are drained
-	 * first.  An exec ends no span. */
+	 * first; or a program whose children's notices name it (forked): they
+	 * need its settings, and its new image joins only at its first
+	 * record.  An exec ends no span. */
 	if (helper && (req == REQ_EXEC || !span_to_send()) &&
-	    ps_stacktab_empty(x->st) &&
+	    ps_stacktab_empty(x->st) && !(forked && birth_slot != NBIRTHS) &&
 	    !(tree_leader && tree_bell && req == REQ_FINAL && tree_busy())) {
 		/* A shell's child, a short command: its notice is withdrawn,
 		 * no session made. */
@@ -2543,11 +2556,12 @@ ps_worker_exit(uint64_t timeout_ns)
 PS_SIGSAFE void
 ps_worker_set_exit(int status)
 {
-	if (!c) {   /* for the control block a first record makes */
-		atomic_store(&early_exit_code, status);
-		atomic_store(&early_has_exit, 1);
+	/* Kept first, for the control block a first record makes (as
+	 * ps_worker_set_args). */
+	atomic_store(&early_exit_code, status);
+	atomic_store(&early_has_exit, 1);
+	if (!c)
 		return;
-	}
 	atomic_store(&c->exit_code, status);
 	atomic_store(&c->has_exit, 1);
 }
@@ -2595,6 +2609,13 @@ ps_worker_host_thread(int delta)
 	sem_post(bell);
 }
 
+void
+ps_worker_forked(void)
+{
+	if (birth_slot != NBIRTHS)
+		forked = 1;
+}
+
 int
 ps_worker_child(void)
 {
@@ -2621,6 +2642,7 @@ ps_worker_child(void)
 	atomic_store(&deferred_joined, 0);
 	atomic_store(&deferred_why, NULL);
 	atomic_store(&early_has_exit, 0);
+	forked = 0;
 	/* One whose parent was joining in another thread has tables half
 	 * made: not profiled. */
 	if (d == DEFER_JOINING) {

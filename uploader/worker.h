@@ -112,6 +112,9 @@ void ps_worker_set_args(int argc, const char *const *argv);
  * notices the end by itself.)  Context: host thread. */
 void ps_worker_host_thread(int delta);
 
+/* Fork parent: this program forked.  Context: the fork parent handler. */
+void ps_worker_forked(void);
+
 /* Fork child: the parent's uploader is not ours.  This process's own is
  * started by ps_worker_poke, or at its exit, _exit or exec if it recorded
  * anything (tables already reset by the caller).  The child of a program

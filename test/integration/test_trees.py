@@ -175,6 +175,38 @@ class Trees(ShimTest):
         self.assertIn(busy, self.pids_of("tree", "block.pb.gz"), text[-3000:])
         self.assertNotIn(idle, self.pids_of("tree", "block.pb.gz"))
 
+    def test_a_fork_child_that_forks_then_execs_keeps_its_children_in_the_tree(self):
+        """A fork child P that records nothing, forks G and then execs: G's
+        notice names P and is taken with P's settings, so P's notice is not
+        withdrawn at its exec (its new image joins only at its first
+        record): P waits for the helper to take it.  G, which waits 0.2 s
+        (its first record), is a session of the one helper.  Found by a
+        reviewer: P's notice was withdrawn and G refused ("its parent is
+        gone"), making a helper of its own."""
+        code = ("import os, time\n"
+                "p = os.fork()\n"
+                "if p == 0:\n"
+                "    g = os.fork()\n"
+                "    if g == 0:\n"
+                "        time.sleep(0.2)\n"
+                "        os._exit(0)\n"
+                "    print(os.getpid(), g, flush=True)\n"
+                "    os.execv('/bin/true', ['true'])\n"
+                "os.waitpid(p, 0)\n"
+                "time.sleep(0.5)\n")
+        env = self.env({"PYROSCOPE_LOG_LEVEL": "debug",
+                        "PYROSCOPE_PROFILING_CPU_ENABLED": "false",
+                        "PYROSCOPE_PROFILING_BLOCK_ENABLED": "true"})
+        r = run(["python3", "-c", code], env)
+        self.assertEqual((r.rc, r.err), (0, b""))
+        parent, child = map(int, r.out.split())
+        helper_log(self, self.log)
+        text = self.log_text()
+        self.assertRegex(text, r"fork child %d of %d joined the tree" % (child, parent))
+        self.assertNotIn("not taken", text)
+        self.assertEqual(self.helpers_started(), 1, text[-3000:])
+        self.assertIn(child, self.pids_of("tree", "block.pb.gz"), text[-3000:])
+
     def test_a_program_opens_the_numbers_it_opens_without_the_shim(self):
         """An exec'd program of a tree makes no table before its first
         record, and hands their descriptors to the helper then, keeping
