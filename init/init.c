@@ -5,9 +5,10 @@
  * loader has been calling them already), configuration is read once,
  * libunwind is loaded and warmed up, the tables are mapped, the uploader
  * thread starts, and only then is the timer armed -- so the first sample
- * finds everything in place.  A member of a tree maps its tables, and
- * joins the tree's helper, at its first record instead (first_record).  Nothing here prints unless configuration is
- * wrong or the log level asks.
+ * finds everything in place.  An exec'd member of a tree maps its tables,
+ * and joins the tree's helper, at its first record instead (first_record).
+ * Nothing here prints unless configuration is wrong or the log level
+ * asks.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -56,8 +57,9 @@ static struct {
 	struct ps_export x;
 	struct ps_span span; /* the run's root span, if correlation is on */
 	/* The sample tables: where their shared mappings are (stacktab.h).
-	 * A fork child's are made at its first record in a tree, and are
-	 * fresh pages at the same addresses outside one. */
+	 * A fork child's tables are fresh pages at the same addresses; a
+	 * program that put off joining its tree, and its fork children, have
+	 * none until their first record. */
 	struct ps_stacktab st;
 	struct ps_livetab lt;
 } g;
