@@ -260,25 +260,48 @@ profiling_off(void)
 	(void)ps_sampler_disarm();
 }
 
+PS_SIGSAFE static void first_record(void);
+
+/* A fork child that puts off joining its tree: its parent's tables (none
+ * if the parent put it off too) are not its own, and its own are made at
+ * its first record.  Allocation sampling stops looking in the parent's
+ * live table before it is unmapped. */
+static void
+drop_tables(void)
+{
+	struct ps_stacktab st = g.st;
+	struct ps_livetab lt = g.lt;
+
+	ps_stacktab_publish(NULL);
+	memset(&g.st, 0, sizeof(g.st));
+	memset(&g.lt, 0, sizeof(g.lt));
+	if (ps_alloc_mode() == PS_ALLOC_ON)
+		ps_alloc_start(&g.lt, g.cfg.alloc_sample_bytes);
+	ps_shmem_free(st.c, st.map_len);
+	ps_shmem_free(lt.c, lt.map_len);
+	ps_stacktab_defer(first_record);
+}
+
 static void
 fork_child(void)
 {
+	int rc;
+
 	ps_unwind_fork_child();
 	if (!active)
 		return;
 	ps_process_setup(&ops, (int)getpid());
-	/* A parent that put off joining its tree has no tables yet: nor has
-	 * the child, which puts it off too (worker.h). */
-	if (g.st.c &&
-	    (ps_stacktab_reset(&g.st) || (g.x.on[PS_FAMILY_ALLOC] && ps_livetab_reset(&g.lt)))) {
-		profiling_off();
-		return;
-	}
 	ps_export_abandon(&g.x);
 	g.x.pid = getpid();
-	if (ps_worker_child()) {
+	rc = ps_worker_child();
+	if (rc > 0) {
+		drop_tables();
+	} else if (rc < 0 || (g.st.c && (ps_stacktab_reset(&g.st) ||
+					 (g.x.on[PS_FAMILY_ALLOC] && ps_livetab_reset(&g.lt))))) {
 		profiling_off();
 		return;
+	} else {
+		ps_worker_child_announce();
 	}
 	ps_hook_thread_adopt();
 	ps_sampler_child();

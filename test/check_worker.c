@@ -119,23 +119,33 @@ START_TEST(worker_final_flush_with_nothing_recorded_writes_nothing)
 }
 END_TEST
 
-/* The fork child's side, as init.c's fork handler and the exit hooks do
- * it: own tables, own export state, its uploader started at its end. */
+/* The fork child's side, as init.c's fork handler, first record and exit
+ * hooks do it: own tables, own export state; in a tree, joined at its
+ * first record, else its uploader started at its end. */
 static void
 child(int use_exit)
 {
 	struct ps_stacktab copy = st;
+	int rc;
 
+	ps_export_abandon(&x);
+	x.pid = getpid();
+	rc = ps_worker_child();
+	if (rc < 0)
+		_exit(2);
 	/* The table's struct gets a shared page of its own, then the
-	 * table is emptied (init.c's tables_child). */
+	 * table is emptied: fresh tables, made now or (rc 1) at the first
+	 * record. */
 	if (ps_shmem_renew(tab, sizeof(*tab)))
 		_exit(2);
 	st = copy;
 	if (ps_stacktab_reset(&st))
 		_exit(2);
-	ps_export_abandon(&x);
-	x.pid = getpid();
-	if (ps_worker_child())
+	if (rc == 0)
+		ps_worker_child_announce();
+	else if (ps_worker_defer_take())
+		ps_worker_join_deferred(1);
+	else
 		_exit(2);
 	hm_cpu(&st, hm_leaf_b, 4, 10);
 	if (use_exit)
@@ -159,8 +169,8 @@ fork_case(int use_exit)
 		child(use_exit);
 	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
 	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
-	/* With a helper, the child is a program of the parent's tree: the
-	 * tree's helper took its birth notice, and its samples are in the
+	/* With a helper, the child is a program of the parent's tree: it
+	 * joined the tree's helper at its first record, and its samples are in the
 	 * files of its program name, the parent's (group.h), written when
 	 * the leader ends.  Without one (thread mode) the child has files
 	 * of its own -- except at _exit, which starts no thread (worker.h). */

@@ -106,9 +106,11 @@ struct ctl {
  * open in it until the helper has them, an exec'd image's handed over
  * through the socket (struct hand) -- and their structs), so that the
  * helper serves it from its first instruction, whatever way it ends.  A
- * fork child writes one in its fork handler, an exec'd image in its
- * constructor (`exec`: its settings are its own, in its control block; a
- * fork child's are its parent's session's).  `word` is the program's pid
+ * program writes one at its first record (ps_worker_join_deferred), or in
+ * its constructor (one that cannot put that off: ps_worker_defer), with
+ * `exec` set: its settings are its own, in its control block.  A fork
+ * child that cannot put it off (ps_worker_child) writes one in its fork
+ * handler, `exec` clear: its settings are its parent's session's.  `word` is the program's pid
  * << 8 | BIRTH_*: a slot is claimed, published and taken by compare-and-
  * swap on it, so no one mistakes another program's notice for its own.
  * The helper takes a notice BIRTH_GRACE_NS after it was written, or at
@@ -116,8 +118,19 @@ struct ctl {
  * A shell's child, which execs within that time, and a short command that
  * ends with nothing recorded, withdraw their notice instead and cost the
  * helper nothing.  A program killed within it loses at most that much
- * CPU. */
-enum { BIRTH_FREE = 0, BIRTH_WRITING = 1, BIRTH_READY = 2, BIRTH_TAKING = 3 };
+ * CPU.
+ * A fork child that puts off joining until its first record
+ * (ps_worker_child) holds a slot as BIRTH_WAITING meanwhile: no notice
+ * yet, only its pid, so that the helper outlives a parent that ends first
+ * (it ends when no session is left and no such pid is alive).  Its first
+ * record writes its notice in that slot; its end frees it, and the helper
+ * frees it when the pid is gone (killed).  Its exec leaves it as
+ * BIRTH_EXEC for the new image, which takes it back when it maps the bell
+ * (`sh -c 'prog &'`: the shell ends at once, and prog joins later); one
+ * that does not within SUCCESSOR_NS (an image without the shim) frees
+ * it. */
+enum { BIRTH_FREE = 0, BIRTH_WRITING = 1, BIRTH_READY = 2, BIRTH_TAKING = 3,
+       BIRTH_WAITING = 4, BIRTH_EXEC = 5 };
 #define NBIRTHS 32
 #define BIRTH_GRACE_NS (20 * 1000000ull)
 struct birth {
@@ -161,6 +174,9 @@ struct bell {
 	_Atomic int helper_pid;     /* the tree's helper, once it runs */
 	_Atomic unsigned members;   /* sessions the helper made for programs
 				     * other than its own (add_session) */
+	_Atomic int lingering;      /* the helper has no session left and waits
+				     * for the pids of BIRTH_WAITING slots:
+				     * one that frees its slot rings */
 	struct birth births[NBIRTHS];
 	struct grid grids[NGRIDS];
 };
@@ -250,19 +266,25 @@ static int tree_leader;
  * constructor (an exec'd image), then by the host thread that learns the
  * outcome (exit, exec, poke: one at a time). */
 static int birth_slot = NBIRTHS;
+/* This fork child's BIRTH_WAITING slot (NBIRTHS: none), from its fork
+ * handler until its first record writes its notice there, or its exec or
+ * end frees it.  Written by the host thread that does one of those, one at
+ * a time (the first record with every signal blocked). */
+static int wait_slot = NBIRTHS;
 /* A member of a tree that put off joining it until its first record
- * (ps_worker_defer): DEFER_WAITING until then, DEFER_JOINING while that
- * record joins, DEFER_NONE otherwise.  Set by the constructor, kept by a
- * fork child; the first record takes it by compare-and-swap. */
+ * (ps_worker_defer, ps_worker_child): DEFER_WAITING until then,
+ * DEFER_JOINING while that record joins, DEFER_NONE otherwise.  Set by the
+ * constructor or the fork handler; the first record takes it by
+ * compare-and-swap. */
 enum { DEFER_NONE, DEFER_WAITING, DEFER_JOINING };
 static _Atomic int deferred;
-/* The parent of a fork child that put off joining (its parent had not
- * joined either), for the helper's log; 0 in an exec'd image.  Either
- * joins with settings of its own (announce_tables).  Written with
- * `deferred`. */
+/* The parent of a fork child that put off joining, for the helper's log;
+ * 0 in an exec'd image.  Either joins with settings of its own
+ * (announce_tables).  Written with `deferred`. */
 static pid_t defer_parent;
-/* 1 once this program forked while its own notice was pending: its
- * children's notices name it, and are taken with its settings, so its
+/* 1 once this program forked while its own notice was pending: the
+ * notices of children announced at their fork name it, and are taken with
+ * its settings, so its
  * notice is not withdrawn when it ends or execs with nothing recorded
  * (request).  Written by the thread that forks (ps_worker_forked), read at
  * the exit or exec; 0 in a fork child and a new image. */
@@ -893,6 +915,32 @@ hands_awaited(uint64_t most)
 	return 0;
 }
 
+/* 1 if a fork child of the tree that puts off joining is alive (its
+ * BIRTH_WAITING slot, or BIRTH_EXEC across its exec): the helper outlives
+ * its parent for it.  The slots of pids gone (killed before their first
+ * record), and those left at an exec that no image took back, are freed.
+ * Holding `lock`. */
+static int
+waiting(void)
+{
+	uint64_t w;
+	int i, n = 0;
+
+	for (i = 0; tree_bell && i < NBIRTHS; i++) {
+		w = atomic_load_explicit(&tree_bell->births[i].word, memory_order_acquire);
+		if ((w & 0xff) != BIRTH_WAITING && (w & 0xff) != BIRTH_EXEC)
+			continue;
+		if ((kill((pid_t)(w >> 8), 0) && errno == ESRCH) ||
+		    ((w & 0xff) == BIRTH_EXEC &&
+		     ps_clock_ns(CLOCK_MONOTONIC) - tree_bell->births[i].at > SUCCESSOR_NS))
+			(void)atomic_compare_exchange_strong(&tree_bell->births[i].word, &w,
+							     BIRTH_FREE);
+		else
+			n++;
+	}
+	return n > 0;
+}
+
 /* The birth notices in the tree's bell that are due, or (`now`) every
  * one.  Holding `lock`. */
 static void
@@ -1116,7 +1164,11 @@ loop(int helper_side)
 		 * program gone). */
 		if (!nss)
 			take_births(1);
-		if (!nss && !hands_awaited(UINT64_MAX)) {
+		/* Set before the slots are looked at: one freed after the
+		 * look rings. */
+		if (helper_side && tree_bell)
+			atomic_store(&tree_bell->lingering, !nss);
+		if (!nss && !hands_awaited(UINT64_MAX) && !(helper_side && waiting())) {
 			closing = 1;    /* the accepting thread answers no one now */
 			(void)ps_group_pass();
 			/* The ended programs' last intervals, in the helper: no
@@ -1134,6 +1186,7 @@ loop(int helper_side)
 				ps_export_save_symbols(ss[i]->x, 0, CACHE_FILL_NS, NULL);
 			}
 			(void)ps_group_pass();
+			(void)waiting();   /* the slots of children killed meanwhile */
 			next += interval;
 			if (next < now)
 				next = now + interval;  /* a slow pass: skip, don't burst */
@@ -1750,7 +1803,14 @@ notice(int exec)
 		ps_shmem_park_fds();   /* an exec'd image hands them over at once */
 	if (table_fds(fd) < 0)
 		return -2;
-	for (slot = 0; slot < NBIRTHS && !b; slot++) {
+	/* A fork child's own slot, held since its fork (wait_slot). */
+	w = me | BIRTH_WAITING;
+	if (wait_slot != NBIRTHS &&
+	    atomic_compare_exchange_strong(&tree_bell->births[wait_slot].word, &w, me | BIRTH_WRITING))
+		b = &tree_bell->births[wait_slot];
+	slot = b ? wait_slot + 1 : 0;
+	wait_slot = NBIRTHS;
+	for (; slot < NBIRTHS && !b; slot++) {
 		w = BIRTH_FREE;
 		if (atomic_compare_exchange_strong(&tree_bell->births[slot].word, &w,
 						   me | BIRTH_WRITING))
@@ -1813,6 +1873,8 @@ hand(const char *name)
 	return rc;
 }
 
+static void take_slot(void);
+
 /* Map the bell of the tree named `name` from the helper's descriptor, and
  * check it is that tree's, of this build, with its helper alive.  Returns
  * 0, or -1 with *why set.  Context: constructor. */
@@ -1871,6 +1933,7 @@ bell_map(const char *name, const char **why)
 		tree_bell = NULL;
 		return -1;
 	}
+	take_slot();
 	return 0;
 }
 
@@ -2065,14 +2128,23 @@ start(void)
 	return rc ? rc : spawn_thread();
 }
 
+/* 1 if a program of a tree may join it at its first record rather than
+ * at its start: not a Go program (it ends with a raw exit_group, which no
+ * hook sees), and none with a span to send over OTLP (the span ends at
+ * the program's last pass, which it waits for). */
+static int
+may_defer(const struct ps_config *cfg)
+{
+	return !ps_gostack_objects() && !(cfg->trace_correlation && ps_remote_otlp_on(cfg));
+}
+
 int
 ps_worker_defer(const struct ps_config *cfg)
 {
 	const char *why;
 
-	if (!cfg->tree_helper[0] || cfg->pprof_address[0] || ps_gostack_objects() ||
-	    (cfg->trace_correlation && ps_remote_otlp_on(cfg)) || leads(cfg->tree_helper) ||
-	    bell_map(cfg->tree_helper, &why))
+	if (!cfg->tree_helper[0] || cfg->pprof_address[0] || !may_defer(cfg) ||
+	    leads(cfg->tree_helper) || bell_map(cfg->tree_helper, &why))
 		return 0;
 	/* The join makes its system calls through syscall(2), which the
 	 * shim interposes (hook_fd.c): its first call looks the C library's
@@ -2256,6 +2328,70 @@ birth_outcome(int withdraw)
 	if (w == (me | BIRTH_READY) || w == (me | BIRTH_TAKING))
 		return 0;
 	return atomic_load(&c->helper_pid) ? 1 : -1;
+}
+
+/* Fork child that puts off joining: hold a slot of the tree's bell as
+ * BIRTH_WAITING (struct birth).  Returns 0, or -1 if none is free. */
+static int
+hold_slot(void)
+{
+	uint64_t me = (uint64_t)getpid() << 8, w;
+	int i;
+
+	for (i = 0; tree_bell && i < NBIRTHS; i++) {
+		w = BIRTH_FREE;
+		if (atomic_compare_exchange_strong(&tree_bell->births[i].word, &w,
+						   me | BIRTH_WAITING)) {
+			wait_slot = i;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+/* This fork child ends (or execs: `exec`) before its first record: its
+ * slot is free again, and a helper that waits only for such slots is
+ * rung; or it is left for the new image (BIRTH_EXEC), which takes it back
+ * in bell_map, as the old one does if the exec fails
+ * (ps_worker_exec_failed).  Async-signal-safe. */
+PS_SIGSAFE static void
+leave_slot(int exec)
+{
+	uint64_t me = (uint64_t)getpid() << 8, w = me | BIRTH_WAITING;
+	struct birth *b;
+
+	if (PS_LIKELY(wait_slot == NBIRTHS))
+		return;
+	b = &tree_bell->births[wait_slot];
+	if (exec) {
+		b->at = ps_clock_ns(CLOCK_MONOTONIC);
+		if (atomic_compare_exchange_strong(&b->word, &w, me | BIRTH_EXEC))
+			return;
+	} else if (atomic_compare_exchange_strong(&b->word, &w, BIRTH_FREE) &&
+		   atomic_load(&tree_bell->lingering)) {
+		sem_post(&tree_bell->wake);
+	}
+	wait_slot = NBIRTHS;
+}
+
+/* This image takes back the slot its process left at its exec, if any
+ * (leave_slot).  Context: constructor, or the exec hook after a failed
+ * exec. */
+static void
+take_slot(void)
+{
+	uint64_t me = (uint64_t)getpid() << 8, w;
+	int i;
+
+	for (i = 0; i < NBIRTHS; i++) {
+		w = me | BIRTH_EXEC;
+		if (atomic_compare_exchange_strong(&tree_bell->births[i].word, &w,
+						   me | BIRTH_WAITING)) {
+			wait_slot = i;
+			return;
+		}
+	}
+	wait_slot = NBIRTHS;
 }
 
 /* A millisecond, not through the shim's own nanosleep hook (hook_wait.c). */
@@ -2510,6 +2646,7 @@ ps_worker_flush(uint64_t timeout_ns, int final)
 
 	if (x)
 		say_deferred();
+	leave_slot(!final);
 	/* A fork child that has not started one yet. */
 	if (due_at_end() && ((!c && ctl_new()) || start()))
 		c = NULL;
@@ -2541,11 +2678,14 @@ ps_worker_exec_failed(void)
 {
 	if (c)
 		atomic_store(&c->exec_pending, 0);
+	if (wait_slot != NBIRTHS)
+		take_slot();
 }
 
 PS_SIGSAFE void
 ps_worker_exit(uint64_t timeout_ns)
 {
+	leave_slot(0);
 	if (due_at_end() && ((!c && ctl_new()) || start_helper()))
 		c = NULL;
 	if (!c || (!helper && !running))
@@ -2643,23 +2783,37 @@ ps_worker_child(void)
 	atomic_store(&deferred_why, NULL);
 	atomic_store(&early_has_exit, 0);
 	forked = 0;
+	wait_slot = NBIRTHS;   /* a slot of the parent's is the parent's */
 	/* One whose parent was joining in another thread has tables half
 	 * made: not profiled. */
 	if (d == DEFER_JOINING) {
 		atomic_store(&deferred, DEFER_NONE);
 		return -1;
 	}
-	/* Its parent put off joining, and has no tables: so does the child,
-	 * which joins with settings of its own (its parent has no session
-	 * to copy them from). */
-	if (d == DEFER_WAITING) {
+	/* A child of the tree puts off joining until its first record, as
+	 * an exec'd image does: a shell's or make's child that execs at once,
+	 * and a worker that records nothing, cost neither tables nor a
+	 * notice.  It joins with settings of its own (its parent's,
+	 * inherited), which need no session of its parent's: its parent may
+	 * have ended by then, or (DEFER_WAITING) not joined either.  Its slot
+	 * keeps the helper for it meanwhile; with none free, the child of a
+	 * joined parent is announced now. */
+	if (d == DEFER_WAITING || (tree_bell && may_defer(x->cfg) && tree_alive())) {
+		if (hold_slot() && d != DEFER_WAITING)
+			return 0;
+		atomic_store(&deferred, DEFER_WAITING);
 		defer_parent = getppid();
-		return 0;
+		return 1;
 	}
+	return 0;
+}
+
+void
+ps_worker_child_announce(void)
+{
 	if (born() == 0)
-		return 0;
+		return;
 	/* A helper of its own, forked when due, inherits the mappings. */
 	ps_shmem_close_fds();
 	atomic_store(&due, 1);
-	return 0;
 }

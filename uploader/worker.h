@@ -115,14 +115,21 @@ void ps_worker_host_thread(int delta);
 /* Fork parent: this program forked.  Context: the fork parent handler. */
 void ps_worker_forked(void);
 
-/* Fork child: the parent's uploader is not ours.  This process's own is
- * started by ps_worker_poke, or at its exit, _exit or exec if it recorded
- * anything (tables already reset by the caller).  The child of a program
- * that put off joining its tree (ps_worker_defer) puts it off too, and
- * joins with settings of its own.  Returns 0, or -1 when the child cannot
- * be profiled (its parent was joining in another thread).  Context: fork
- * child handler. */
+/* Fork child: the parent's uploader is not ours.  A child of a tree puts
+ * off joining it until its first record, as ps_worker_defer says, and
+ * joins with settings of its own: then 1, and its caller drops the
+ * parent's tables and names the function that makes its own
+ * (ps_stacktab_defer).  Otherwise 0: its caller makes its tables fresh and
+ * calls ps_worker_child_announce.  -1 when the child cannot be profiled
+ * (its parent was joining in another thread).  Context: fork child
+ * handler. */
 int ps_worker_child(void) PS_WUR;
+
+/* Fork child that did not put off joining, its tables fresh: announced to
+ * its tree's helper now, or (outside a tree) its own helper started by
+ * ps_worker_poke, or at its exit, _exit or exec if it recorded anything.
+ * Context: fork child handler. */
+void ps_worker_child_announce(void);
 
 /* A fork child's uploader is due: start it now.  Called at an allocation
  * sample and a thread start; cheap otherwise.  A fork child that only

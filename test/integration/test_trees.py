@@ -30,6 +30,19 @@ class Trees(ShimTest):
         e.update(extra or {})
         return e
 
+    def waits_env(self, extra=None):
+        """Block profiling only, and the debug log: a program records
+        nothing until it waits."""
+        return self.env(dict({"PYROSCOPE_LOG_LEVEL": "debug",
+                              "PYROSCOPE_PROFILING_CPU_ENABLED": "false",
+                              "PYROSCOPE_PROFILING_BLOCK_ENABLED": "true"}, **(extra or {})))
+
+    def python_waits(self, code):
+        """python3 -c code, with waits_env; it must succeed silently."""
+        r = run(["python3", "-c", code], self.waits_env())
+        self.assertEqual((r.rc, r.err), (0, b""))
+        return r
+
     def log_text(self):
         with open(self.log) as f:
             return f.read()
@@ -51,6 +64,11 @@ class Trees(ShimTest):
         return {int(p): int(h) for p, h in
                 re.findall(r"pyroshim\[(\d+)\]: info: uploader: joined the tree's helper "
                            r"\(pid (\d+)\)", self.log_text())}
+
+    def exec_d(self):
+        """pid of each image whose constructor profiled it (not a fork
+        child)."""
+        return {int(p) for p in re.findall(r"info: profiling \S+ \(pid (\d+)\)", self.log_text())}
 
     def assert_a_session_of_the_one_helper(self, child):
         """Fork child `child` was a session of the tree's one helper (its
@@ -95,9 +113,7 @@ class Trees(ShimTest):
         profiling on: it joins at its first sample, and its session ends
         with it."""
         n = 20
-        env = self.env({"PYROSCOPE_LOG_LEVEL": "debug",
-                        "PYROSCOPE_PROFILING_CPU_ENABLED": "false",
-                        "PYROSCOPE_PROFILING_BLOCK_ENABLED": "true"})
+        env = self.waits_env()
         del env["PYROSCOPE_APPLICATION_NAME"]
         r = run(["bash", "-c", 'for i in {1..%d}; do /bin/true; done; '
                  'PYROSCOPE_PROFILING_CPU_ENABLED=true "%s" 300; true' % (n, SPIN)], env)
@@ -160,9 +176,7 @@ class Trees(ShimTest):
                 "    time.sleep(0.2)\n"
                 "    os._exit(0)\n"
                 "print(os.getpid(), idle, busy, flush=True)\n")
-        env = self.env({"PYROSCOPE_LOG_LEVEL": "debug",
-                        "PYROSCOPE_PROFILING_CPU_ENABLED": "false",
-                        "PYROSCOPE_PROFILING_BLOCK_ENABLED": "true", "CODE": code})
+        env = self.waits_env({"CODE": code})
         r = run(["bash", "-c", 'python3 -c "$CODE"; sleep 1'], env)
         self.assertEqual((r.rc, r.err), (0, b""))
         parent, idle, busy = map(int, r.out.split())
@@ -174,6 +188,78 @@ class Trees(ShimTest):
         self.assertEqual(self.helpers_started(), 1, text[-3000:])
         self.assertIn(busy, self.pids_of("tree", "block.pb.gz"), text[-3000:])
         self.assertNotIn(idle, self.pids_of("tree", "block.pb.gz"))
+
+    def test_a_joined_programs_idle_fork_children_never_meet_the_helper(self):
+        """The fork children of the tree's leader, which joined at its
+        start, put off joining too (ps_worker_child): five that end at once
+        with nothing recorded never write a notice nor make tables (no
+        memfd of the shim's open in them), and the helper never hears of
+        them.  A sixth sleeps 0.3 s (block profiling:
+        its first record is that wait), ending after its parent did: it
+        held a slot of the bell meanwhile, so the helper outlived its
+        parent for it, and it joined with settings of its own."""
+        code = ("import os, time\n"
+                "def shims():\n"
+                "    fds = os.listdir('/proc/self/fd')\n"
+                "    return sum(os.readlink('/proc/self/fd/' + f).startswith('/memfd:pyroshim')\n"
+                "               for f in fds if os.path.exists('/proc/self/fd/' + f))\n"
+                "idle = []\n"
+                "for i in range(5):\n"
+                "    p = os.fork()\n"
+                "    if p == 0: os._exit(shims())\n"
+                "    idle.append(p)\n"
+                "if any(os.waitpid(p, 0)[1] for p in idle): print('memfds in a child')\n"
+                "busy = os.fork()\n"
+                "if busy == 0:\n"
+                "    time.sleep(0.3)\n"
+                "    os._exit(0)\n"
+                "print(os.getpid(), busy, *idle, flush=True)\n")
+        r = self.python_waits(code)
+        parent, busy, *idle = map(int, r.out.split())
+        text = helper_log(self, self.log)
+        self.assertRegex(text, r"fork child %d of %d joined the tree" % (busy, parent))
+        for p in idle:
+            self.assertNotRegex(text, r"(fork child|pid) %d\b" % p)
+        self.assertNotIn("not taken", text)
+        self.assertEqual(self.helpers_started(), 1, text[-3000:])
+        self.assertIn(busy, self.pids_of("tree", "block.pb.gz"), text[-3000:])
+
+    def test_a_background_command_of_a_shell_that_ends_at_once_stays_in_the_tree(self):
+        """`sh -c 'prog &'`: the shell, the tree's leader, ends at once; its
+        fork child holds a slot of the bell, leaves it at its exec for the
+        new image (BIRTH_EXEC), which takes it back when it maps the bell,
+        so the helper outlives the shell for it until its first sample
+        joins.  A spin of 300 ms, labelled in the tree's files, and one
+        helper."""
+        r = run(["bash", "-c", '"%s" 300 & echo $!' % SPIN],
+                self.env({"PYROSCOPE_LOG_LEVEL": "debug", "PYROSCOPE_SAMPLE_RATE": "100"}))
+        self.assertEqual((r.rc, r.err), (0, b""))
+        spin = int(r.out)
+        text = helper_log(self, self.log)
+        self.assertIn(spin, self.joined(), text[-3000:])
+        self.assertEqual(self.helpers_started(), 1, text[-3000:])
+        _, samples = self.samples_of("tree", "cpu.pb.gz", spin)
+        # 30 expiries of 10 ms: +-5 is many standard deviations.
+        self.assertAlmostEqual(sum(v[1] for v, _ in samples) / 1e9, 0.3, delta=0.05,
+                               msg=text[-3000:])
+
+    def test_a_fork_child_killed_before_its_first_record_keeps_no_helper(self):
+        """A fork child that puts off joining and is killed before it
+        records anything never frees its slot of the bell itself: the
+        helper finds its pid gone and ends with the tree (within seconds,
+        not when some later process reuses the slot)."""
+        code = ("import os, signal, time\n"
+                "p = os.fork()\n"
+                "if p == 0:\n"
+                "    while True: signal.pause()\n"
+                "time.sleep(0.05)\n"
+                "os.kill(p, signal.SIGKILL)\n"
+                "os.waitpid(p, 0)\n"
+                "print(p, flush=True)\n")
+        r = self.python_waits(code)
+        text = helper_log(self, self.log, timeout=10)
+        self.assertNotRegex(text, r"(fork child|pid) %d\b" % int(r.out))
+        self.assertEqual(self.helpers_started(), 1, text[-3000:])
 
     def test_a_fork_child_that_forks_then_execs_keeps_its_children_in_the_tree(self):
         """A fork child P that records nothing, forks G and then execs: G's
@@ -194,11 +280,7 @@ class Trees(ShimTest):
                 "    os.execv('/bin/true', ['true'])\n"
                 "os.waitpid(p, 0)\n"
                 "time.sleep(0.5)\n")
-        env = self.env({"PYROSCOPE_LOG_LEVEL": "debug",
-                        "PYROSCOPE_PROFILING_CPU_ENABLED": "false",
-                        "PYROSCOPE_PROFILING_BLOCK_ENABLED": "true"})
-        r = run(["python3", "-c", code], env)
-        self.assertEqual((r.rc, r.err), (0, b""))
+        r = self.python_waits(code)
         parent, child = map(int, r.out.split())
         helper_log(self, self.log)
         text = self.log_text()
@@ -311,7 +393,12 @@ class Trees(ShimTest):
         self.assertEqual(names, {(n, str(r.pid)) for n in ("bash", "spin", "sed")}, self.files())
         spins, seds = self.pids_of("spin", "cpu.pb.gz"), self.pids_of("sed", "alloc.pb.gz")
         self.assertEqual((len(spins), len(seds)), (4, 3), (spins, seds))
-        self.assertEqual(spins | seds, set(self.joined()))
+        # The images that joined; the shell's fork children that joined
+        # (each pipeline's `echo x`, its allocations sampled) are in the
+        # shell's files.
+        joined = set(self.joined())
+        self.assertEqual(spins | seds, joined & self.exec_d())
+        self.assertLessEqual(joined - spins - seds, self.pids_of("bash", "alloc.pb.gz"))
         path = self.profile("spin", r.pid, "cpu.pb.gz")
         _, every = pprof_raw(path)
         each = [sum(v[1] for v, _ in pprof_raw(path, pid)[1]) for pid in spins]
@@ -354,7 +441,10 @@ class Trees(ShimTest):
         _, sed_pids = pprof_by_pid(sed["payload"])
         self.assertEqual(len(spin_pids), 4, spin_pids.keys())
         self.assertEqual(len(sed_pids), 3, sed_pids.keys())
-        self.assertEqual(set(spin_pids) | set(sed_pids), joined)
+        self.assertEqual(set(spin_pids) | set(sed_pids), joined & self.exec_d())
+        (shell,) = by_name[("bash", "bytes")]
+        self.assertLessEqual(joined - set(spin_pids) - set(sed_pids),
+                             set(pprof_by_pid(shell["payload"])[1]))
         for path, pids in ((spin["payload"], spin_pids), (sed["payload"], sed_pids)):
             for pid in pids:
                 # (Weighted by in-use space for sed: no percentages.)
@@ -420,31 +510,53 @@ class Trees(ShimTest):
         with open(victim, "rb") as f:
             self.assertEqual(f.read(), data)
 
-    def test_a_child_that_closes_every_descriptor_falls_back(self):
+    CLOSER = ("import os, time\n"
+              "pid = os.fork()\n"
+              "if pid == 0:\n"
+              "    os.closerange(3, 4096)\n"
+              "    t = time.process_time()\n"
+              "    while time.process_time() - t < 0.3:\n"
+              "        pass\n"
+              "    os._exit(0)\n"
+              "os.waitpid(pid, 0)\n"
+              "print(pid)\n")
+
+    def test_a_child_that_closes_every_descriptor_joins_at_its_first_sample(self):
         """A fork child that closes every descriptor at once (a daemon's
-        habit) takes its announced memfds with it: the helper cannot open
-        them, refuses the notice (and says so in the info log), and the
-        child makes a helper of its own at its end.  Its 300 ms are in its
-        profile all the same."""
-        code = ("import os, time\n"
-                "pid = os.fork()\n"
-                "if pid == 0:\n"
-                "    os.closerange(3, 4096)\n"
-                "    t = time.process_time()\n"
-                "    while time.process_time() - t < 0.3:\n"
-                "        pass\n"
-                "    os._exit(0)\n"
-                "os.waitpid(pid, 0)\n"
-                "print(pid)\n")
-        r = run(["python3", "-c", code], self.env({"PYROSCOPE_SAMPLE_RATE": "100",
-                                                   "PYROSCOPE_LOG_LEVEL": "debug"}))
+        habit) holds none of the shim's then: it puts off joining until
+        its first record (ps_worker_child), and makes and hands over its
+        tables at its first sample.  It is a session of the tree's one
+        helper, and its 300 ms are in the tree's profile under its pid
+        (30 expiries of 10 ms: +-5 is many standard deviations)."""
+        r = run(["python3", "-c", self.CLOSER], self.env({"PYROSCOPE_SAMPLE_RATE": "100",
+                                                          "PYROSCOPE_LOG_LEVEL": "debug"}))
+        self.assertEqual((r.rc, r.err), (0, b""))
+        child = int(r.out)
+        self.assert_a_session_of_the_one_helper(child)
+        _, samples = self.samples_of("tree", "cpu.pb.gz", child)
+        got = sum(v[1] for v, _ in samples)
+        self.assertAlmostEqual(got / 1e9, 0.3, delta=0.05, msg=self.log_text()[-2000:])
+
+    def test_a_child_announced_at_fork_that_closes_every_descriptor_falls_back(self):
+        """A program with a span to send over OTLP announces its fork
+        children at their fork (ps_worker_defer): their notice names
+        memfds open in them.  One that closes every descriptor takes them
+        with it: the helper cannot open them, refuses the notice (and says
+        so in the info log), and the child makes a helper of its own at its
+        end.  Its 300 ms are in its profile all the same."""
+        peer = Peer(self.tmp)
+        try:
+            r = run(["python3", "-c", self.CLOSER], self.env({
+                "PYROSCOPE_SAMPLE_RATE": "100", "PYROSCOPE_LOG_LEVEL": "debug",
+                "PYROSCOPE_TRACE_CORRELATION": "true", "OTEL_EXPORTER_OTLP_ENDPOINT": peer.url}))
+        finally:
+            peer.stop()
         self.assertEqual((r.rc, r.err), (0, b""))
         child = int(r.out)
         got = 0
         for f in self.files():
             if f.endswith(".cpu.folded") and f.split(".")[-3] == str(child):
                 got += sum(read_folded(os.path.join(self.out, f)).values())
-        # 30 expiries of 10 ms: +-5 is many standard deviations.
         self.assertAlmostEqual(got / 1e9, 0.3, delta=0.05, msg=self.log_text()[-2000:])
         self.assertEqual(self.helpers_started(), 1)
         self.assertNotRegex(self.log_text(), r"fork child %d of \d+ joined" % child)
