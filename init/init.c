@@ -5,8 +5,9 @@
  * loader has been calling them already), configuration is read once,
  * libunwind is loaded and warmed up, the tables are mapped, the uploader
  * thread starts, and only then is the timer armed -- so the first sample
- * finds everything in place.  An exec'd member of a tree maps its tables,
- * and joins the tree's helper, at its first record instead (first_record).
+ * finds everything in place.  An exec'd member of a tree, and a fork child
+ * of one, make their tables and join the tree's helper at their first
+ * record instead (first_record).
  * Nothing here prints unless configuration is wrong or the log level
  * asks.
  */
@@ -57,9 +58,9 @@ static struct {
 	struct ps_export x;
 	struct ps_span span; /* the run's root span, if correlation is on */
 	/* The sample tables: where their shared mappings are (stacktab.h).
-	 * A fork child's tables are fresh pages at the same addresses; a
-	 * program that put off joining its tree, and its fork children, have
-	 * none until their first record. */
+	 * A program that put off joining its tree (an exec'd image or a fork
+	 * child in a tree) has none until its first record; a fork child
+	 * outside a tree has fresh pages at its parent's addresses. */
 	struct ps_stacktab st;
 	struct ps_livetab lt;
 } g;

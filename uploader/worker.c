@@ -118,19 +118,8 @@ struct ctl {
  * A shell's child, which execs within that time, and a short command that
  * ends with nothing recorded, withdraw their notice instead and cost the
  * helper nothing.  A program killed within it loses at most that much
- * CPU.
- * A fork child that puts off joining until its first record
- * (ps_worker_child) holds a slot as BIRTH_WAITING meanwhile: no notice
- * yet, only its pid, so that the helper outlives a parent that ends first
- * (it ends when no session is left and no such pid is alive).  Its first
- * record writes its notice in that slot; its end frees it, and the helper
- * frees it when the pid is gone (killed).  Its exec leaves it as
- * BIRTH_EXEC for the new image, which takes it back when it maps the bell
- * (`sh -c 'prog &'`: the shell ends at once, and prog joins later); one
- * that does not within SUCCESSOR_NS (an image without the shim) frees
- * it. */
-enum { BIRTH_FREE = 0, BIRTH_WRITING = 1, BIRTH_READY = 2, BIRTH_TAKING = 3,
-       BIRTH_WAITING = 4, BIRTH_EXEC = 5 };
+ * CPU. */
+enum { BIRTH_FREE = 0, BIRTH_WRITING = 1, BIRTH_READY = 2, BIRTH_TAKING = 3 };
 #define NBIRTHS 32
 #define BIRTH_GRACE_NS (20 * 1000000ull)
 struct birth {
@@ -144,6 +133,24 @@ struct birth {
 	uint64_t start_ns;
 	struct ps_stacktab st;
 	struct ps_livetab lt;
+};
+
+/* A fork child that puts off joining until its first record
+ * (ps_worker_child) holds an entry of the bell's `waits` meanwhile, with
+ * its pid only (`word` is pid << 8 | WAIT_*), so that the helper outlives
+ * a parent that ends first: it ends when no session is left and no such
+ * pid is alive.  Its first record writes its notice and then frees the
+ * entry; its end frees it, and the helper frees it when the pid is gone
+ * (killed).  Its exec leaves it as WAIT_EXEC for the new image, which
+ * takes it back when it maps the bell (`sh -c 'prog &'`: the shell ends
+ * at once, and prog joins later); one not taken back within SUCCESSOR_NS
+ * (an image without the shim) is free again.  With no entry free, a fork
+ * child is announced in its fork handler instead. */
+enum { WAIT_FREE = 0, WAIT_HELD = 1, WAIT_EXEC = 2 };
+#define NWAITS 256
+struct wait {
+	_Atomic uint64_t word;
+	uint64_t at;                /* WAIT_EXEC: when (CLOCK_MONOTONIC) */
 };
 
 /* The sampling grid an image leaves at its exec for the next image of the
@@ -175,10 +182,13 @@ struct bell {
 	_Atomic unsigned members;   /* sessions the helper made for programs
 				     * other than its own (add_session) */
 	_Atomic int lingering;      /* the helper has no session left and waits
-				     * for the pids of BIRTH_WAITING slots:
-				     * one that frees its slot rings */
+				     * for the pids in `waits`: one that
+				     * frees its entry rings */
+	_Atomic int closing;        /* the helper is about to end: a notice
+				     * written now is withdrawn (notice) */
 	struct birth births[NBIRTHS];
 	struct grid grids[NGRIDS];
+	struct wait waits[NWAITS];
 };
 
 /* What an announced program sends with its descriptors, once its notice
@@ -266,11 +276,11 @@ static int tree_leader;
  * constructor (an exec'd image), then by the host thread that learns the
  * outcome (exit, exec, poke: one at a time). */
 static int birth_slot = NBIRTHS;
-/* This fork child's BIRTH_WAITING slot (NBIRTHS: none), from its fork
- * handler until its first record writes its notice there, or its exec or
- * end frees it.  Written by the host thread that does one of those, one at
- * a time (the first record with every signal blocked). */
-static int wait_slot = NBIRTHS;
+/* This fork child's entry of the bell's `waits` (NWAITS: none), from its
+ * fork handler (or, after an exec, bell_map) until its first record, exec
+ * or end.  Written by the host thread that does one of those, one at a
+ * time (the first record with every signal blocked). */
+static int wait_slot = NWAITS;
 /* A member of a tree that put off joining it until its first record
  * (ps_worker_defer, ps_worker_child): DEFER_WAITING until then,
  * DEFER_JOINING while that record joins, DEFER_NONE otherwise.  Set by the
@@ -359,6 +369,10 @@ hand_awaited(int i, const struct birth *b, uint64_t w)
 }
 static int closing;                /* the loop ends: no more joins */
 static struct session root_s = { .root = 1, .pidfd = -1 };
+
+PS_SIGSAFE static void leave_slot(int exec);
+PS_SIGSAFE static void drop_bell(void);
+static void take_slot(void);
 
 PS_SIGSAFE static struct timespec
 to_ts(uint64_t ns)
@@ -915,30 +929,61 @@ hands_awaited(uint64_t most)
 	return 0;
 }
 
-/* 1 if a fork child of the tree that puts off joining is alive (its
- * BIRTH_WAITING slot, or BIRTH_EXEC across its exec): the helper outlives
- * its parent for it.  The slots of pids gone (killed before their first
- * record), and those left at an exec that no image took back, are freed.
- * Holding `lock`. */
+/* 1 if a program of the tree may yet join: a fork child that puts off
+ * joining, alive (its entry of `waits`; WAIT_EXEC across its exec); or a
+ * notice not taken yet whose program is alive (one being written, or
+ * written after the loop last took the notices).  The entries of pids
+ * gone (killed before their first record), those left at an exec that no
+ * image took back, and the notices of programs killed while writing them
+ * are freed.  Holding `lock`. */
 static int
-waiting(void)
+tree_pending(void)
 {
-	uint64_t w;
-	int i, n = 0;
+	uint64_t w, now = ps_clock_ns(CLOCK_MONOTONIC);
+	int i, n = 0, gone;
 
-	for (i = 0; tree_bell && i < NBIRTHS; i++) {
-		w = atomic_load_explicit(&tree_bell->births[i].word, memory_order_acquire);
-		if ((w & 0xff) != BIRTH_WAITING && (w & 0xff) != BIRTH_EXEC)
+	for (i = 0; tree_bell && i < NWAITS; i++) {
+		w = atomic_load(&tree_bell->waits[i].word);
+		if (w == WAIT_FREE)
 			continue;
 		if ((kill((pid_t)(w >> 8), 0) && errno == ESRCH) ||
-		    ((w & 0xff) == BIRTH_EXEC &&
-		     ps_clock_ns(CLOCK_MONOTONIC) - tree_bell->births[i].at > SUCCESSOR_NS))
-			(void)atomic_compare_exchange_strong(&tree_bell->births[i].word, &w,
-							     BIRTH_FREE);
+		    ((w & 0xff) == WAIT_EXEC && now - tree_bell->waits[i].at > SUCCESSOR_NS))
+			(void)atomic_compare_exchange_strong(&tree_bell->waits[i].word, &w,
+							     WAIT_FREE);
 		else
 			n++;
 	}
+	for (i = 0; tree_bell && i < NBIRTHS; i++) {
+		w = atomic_load(&tree_bell->births[i].word);
+		if ((w & 0xff) == BIRTH_FREE)
+			continue;
+		gone = kill((pid_t)(w >> 8), 0) && errno == ESRCH;
+		if (gone && (w & 0xff) == BIRTH_WRITING)
+			(void)atomic_compare_exchange_strong(&tree_bell->births[i].word, &w,
+							     BIRTH_FREE);
+		else if (!gone)
+			n++;
+	}
 	return n > 0;
+}
+
+/* 1 if the helper may end now, no program of the tree pending.  It says
+ * so in the bell (`closing`) before a last look, so that a program that
+ * writes its notice meanwhile either is seen here or sees `closing` and
+ * withdraws it (notice): the notice and the flag are each written before
+ * the other is read.  Holding `lock`. */
+static int
+ending(void)
+{
+	if (!tree_bell)
+		return 1;
+	if (tree_pending())
+		return 0;
+	atomic_store(&tree_bell->closing, 1);
+	if (!tree_pending())
+		return 1;
+	atomic_store(&tree_bell->closing, 0);
+	return 0;
 }
 
 /* The birth notices in the tree's bell that are due, or (`now`) every
@@ -1127,7 +1172,7 @@ serve(struct session *s, uint64_t now)
 static void
 loop(int helper_side)
 {
-	uint64_t next = ps_clock_ns(CLOCK_MONOTONIC) + interval, wake_at, now;
+	uint64_t next = ps_clock_ns(CLOCK_MONOTONIC) + interval, wake_at, now, sweep = 0;
 	struct timespec ts;
 	unsigned i;
 
@@ -1145,6 +1190,12 @@ loop(int helper_side)
 		take_pending();
 		take_births(0);
 		now = ps_clock_ns(CLOCK_MONOTONIC);
+		/* The entries of programs killed before they joined, at most
+		 * every PS_WORKER_POLL_MS: free for others. */
+		if (helper_side && now >= sweep) {
+			(void)tree_pending();
+			sweep = now + PS_WORKER_POLL_MS * 1000000ull;
+		}
 		/* The dead first: a program that waited for its children (a
 		 * pool that killed its workers) then finds their profiles
 		 * written when its own last pass answers. */
@@ -1164,11 +1215,11 @@ loop(int helper_side)
 		 * program gone). */
 		if (!nss)
 			take_births(1);
-		/* Set before the slots are looked at: one freed after the
+		/* Set before the entries are looked at: one freed after the
 		 * look rings. */
 		if (helper_side && tree_bell)
 			atomic_store(&tree_bell->lingering, !nss);
-		if (!nss && !hands_awaited(UINT64_MAX) && !(helper_side && waiting())) {
+		if (!nss && !hands_awaited(UINT64_MAX) && (!helper_side || ending())) {
 			closing = 1;    /* the accepting thread answers no one now */
 			(void)ps_group_pass();
 			/* The ended programs' last intervals, in the helper: no
@@ -1186,7 +1237,6 @@ loop(int helper_side)
 				ps_export_save_symbols(ss[i]->x, 0, CACHE_FILL_NS, NULL);
 			}
 			(void)ps_group_pass();
-			(void)waiting();   /* the slots of children killed meanwhile */
 			next += interval;
 			if (next < now)
 				next = now + interval;  /* a slow pass: skip, don't burst */
@@ -1788,7 +1838,8 @@ tree_alive(void)
  * block and tables.  A fork child's descriptors stay open, out of its way,
  * until the helper has them.  `exec`: an exec'd image, whose settings are
  * in its control block, and which hands its descriptors over next (hand()).
- * Returns 0, -1 (no free slot: the helper is behind) or -2 (no
+ * Returns 0, -1 (no free slot: the helper is behind), -3 (the helper is
+ * ending) or -2 (no
  * descriptor).  Context: constructor, or a program's first record
  * (ps_worker_join_deferred); async-signal-safe. */
 PS_SIGSAFE static int
@@ -1803,14 +1854,7 @@ notice(int exec)
 		ps_shmem_park_fds();   /* an exec'd image hands them over at once */
 	if (table_fds(fd) < 0)
 		return -2;
-	/* A fork child's own slot, held since its fork (wait_slot). */
-	w = me | BIRTH_WAITING;
-	if (wait_slot != NBIRTHS &&
-	    atomic_compare_exchange_strong(&tree_bell->births[wait_slot].word, &w, me | BIRTH_WRITING))
-		b = &tree_bell->births[wait_slot];
-	slot = b ? wait_slot + 1 : 0;
-	wait_slot = NBIRTHS;
-	for (; slot < NBIRTHS && !b; slot++) {
+	for (slot = 0; slot < NBIRTHS && !b; slot++) {
 		w = BIRTH_FREE;
 		if (atomic_compare_exchange_strong(&tree_bell->births[slot].word, &w,
 						   me | BIRTH_WRITING))
@@ -1834,7 +1878,14 @@ notice(int exec)
 	b->st = *x->st;
 	if (x->lt)
 		b->lt = *x->lt;
-	atomic_store_explicit(&b->word, me | BIRTH_READY, memory_order_release);
+	atomic_store(&b->word, me | BIRTH_READY);
+	/* The helper is ending (ending()): withdrawn, unless it is taking
+	 * it after all. */
+	w = me | BIRTH_READY;
+	if (atomic_load(&tree_bell->closing) &&
+	    atomic_compare_exchange_strong(&b->word, &w, BIRTH_FREE))
+		return -3;
+	leave_slot(0);   /* the notice keeps the helper now */
 	birth_slot = slot - 1;
 	bell = &tree_bell->wake;
 	helper = 1;
@@ -1873,7 +1924,6 @@ hand(const char *name)
 	return rc;
 }
 
-static void take_slot(void);
 
 /* Map the bell of the tree named `name` from the helper's descriptor, and
  * check it is that tree's, of this build, with its helper alive.  Returns
@@ -1890,10 +1940,8 @@ bell_map(const char *name, const char **why)
 	long hpid, bfd;
 	int p, fd = -1;
 
-	if (tree_bell) {   /* announced before, and withdrawn (an exec failed) */
-		(void)munmap(tree_bell, sizeof(*tree_bell));
-		tree_bell = NULL;
-	}
+	if (tree_bell)   /* announced before, and withdrawn (an exec failed) */
+		drop_bell();
 	*why = "its name says nowhere to announce this program";
 	if (*q++ != '-')
 		return -1;
@@ -1950,7 +1998,7 @@ announce_tables(const char *name, const char **why)
 	int rc = notice(1);
 
 	*why = rc == -2 ? "its tables have no descriptor to hand over" :
-	       "its bell has no free slot";
+	       rc == -3 ? "it is ending" : "its bell has no free slot";
 	if (rc)
 		goto fail;
 	*why = "its socket did not take this program's tables at once";
@@ -1965,8 +2013,7 @@ announce_tables(const char *name, const char **why)
 	helper = 0;
 	bell = &c->wake;
 fail:
-	(void)munmap(tree_bell, sizeof(*tree_bell));
-	tree_bell = NULL;
+	drop_bell();
 	return -1;
 }
 
@@ -2189,6 +2236,7 @@ ps_worker_join_deferred(int made)
 		}
 	}
 	atomic_store(&deferred_why, why);
+	leave_slot(0);   /* if announce_tables did not drop it with the bell */
 	if (made) {
 		/* As a fork child outside a tree: a helper of its own (not
 		 * another try at the tree, which may wait) when it ends, or at
@@ -2330,18 +2378,18 @@ birth_outcome(int withdraw)
 	return atomic_load(&c->helper_pid) ? 1 : -1;
 }
 
-/* Fork child that puts off joining: hold a slot of the tree's bell as
- * BIRTH_WAITING (struct birth).  Returns 0, or -1 if none is free. */
+/* Fork child that puts off joining: hold an entry of the bell's `waits`
+ * (struct wait).  Returns 0, or -1 if none is free. */
 static int
 hold_slot(void)
 {
 	uint64_t me = (uint64_t)getpid() << 8, w;
 	int i;
 
-	for (i = 0; tree_bell && i < NBIRTHS; i++) {
-		w = BIRTH_FREE;
-		if (atomic_compare_exchange_strong(&tree_bell->births[i].word, &w,
-						   me | BIRTH_WAITING)) {
+	for (i = 0; tree_bell && i < NWAITS; i++) {
+		w = WAIT_FREE;
+		if (atomic_load_explicit(&tree_bell->waits[i].word, memory_order_relaxed) == w &&
+		    atomic_compare_exchange_strong(&tree_bell->waits[i].word, &w, me | WAIT_HELD)) {
 			wait_slot = i;
 			return 0;
 		}
@@ -2349,32 +2397,32 @@ hold_slot(void)
 	return -1;
 }
 
-/* This fork child ends (or execs: `exec`) before its first record: its
- * slot is free again, and a helper that waits only for such slots is
- * rung; or it is left for the new image (BIRTH_EXEC), which takes it back
- * in bell_map, as the old one does if the exec fails
- * (ps_worker_exec_failed).  Async-signal-safe. */
+/* This program joined, or ends (or execs: `exec`) before its first
+ * record: its entry is free again, and a helper that waits only for such
+ * entries is rung; or, at an exec, it is left for the new image
+ * (WAIT_EXEC), which takes it back in bell_map, as the old one does if the
+ * exec fails (ps_worker_exec_failed).  Async-signal-safe. */
 PS_SIGSAFE static void
 leave_slot(int exec)
 {
-	uint64_t me = (uint64_t)getpid() << 8, w = me | BIRTH_WAITING;
-	struct birth *b;
+	uint64_t me = (uint64_t)getpid() << 8, w = me | WAIT_HELD;
+	struct wait *e;
 
-	if (PS_LIKELY(wait_slot == NBIRTHS))
+	if (PS_LIKELY(wait_slot == NWAITS))
 		return;
-	b = &tree_bell->births[wait_slot];
-	if (exec) {
-		b->at = ps_clock_ns(CLOCK_MONOTONIC);
-		if (atomic_compare_exchange_strong(&b->word, &w, me | BIRTH_EXEC))
+	e = tree_bell ? &tree_bell->waits[wait_slot] : NULL;
+	if (e && exec) {
+		e->at = ps_clock_ns(CLOCK_MONOTONIC);   /* ours while held */
+		if (atomic_compare_exchange_strong(&e->word, &w, me | WAIT_EXEC))
 			return;
-	} else if (atomic_compare_exchange_strong(&b->word, &w, BIRTH_FREE) &&
+	} else if (e && atomic_compare_exchange_strong(&e->word, &w, WAIT_FREE) &&
 		   atomic_load(&tree_bell->lingering)) {
 		sem_post(&tree_bell->wake);
 	}
-	wait_slot = NBIRTHS;
+	wait_slot = NWAITS;
 }
 
-/* This image takes back the slot its process left at its exec, if any
+/* This image takes back the entry its process left at its exec, if any
  * (leave_slot).  Context: constructor, or the exec hook after a failed
  * exec. */
 static void
@@ -2383,15 +2431,25 @@ take_slot(void)
 	uint64_t me = (uint64_t)getpid() << 8, w;
 	int i;
 
-	for (i = 0; i < NBIRTHS; i++) {
-		w = me | BIRTH_EXEC;
-		if (atomic_compare_exchange_strong(&tree_bell->births[i].word, &w,
-						   me | BIRTH_WAITING)) {
+	for (i = 0; tree_bell && i < NWAITS; i++) {
+		w = me | WAIT_EXEC;
+		if (atomic_load_explicit(&tree_bell->waits[i].word, memory_order_relaxed) == w &&
+		    atomic_compare_exchange_strong(&tree_bell->waits[i].word, &w, me | WAIT_HELD)) {
 			wait_slot = i;
 			return;
 		}
 	}
-	wait_slot = NBIRTHS;
+	wait_slot = NWAITS;
+}
+
+/* The tree's bell is no longer this program's: its entry freed, unmapped.
+ * Async-signal-safe. */
+PS_SIGSAFE static void
+drop_bell(void)
+{
+	leave_slot(0);
+	(void)munmap(tree_bell, sizeof(*tree_bell));
+	tree_bell = NULL;
 }
 
 /* A millisecond, not through the shim's own nanosleep hook (hook_wait.c). */
@@ -2432,6 +2490,7 @@ settle(void)
 		ps_shmem_close_fds();   /* the helper has the mappings */
 		return 0;
 	}
+	leave_slot(0);
 	tree_bell = NULL;   /* its own children would be refused as well */
 	helper = 0;
 	bell = &c->wake;
@@ -2678,7 +2737,7 @@ ps_worker_exec_failed(void)
 {
 	if (c)
 		atomic_store(&c->exec_pending, 0);
-	if (wait_slot != NBIRTHS)
+	if (wait_slot != NWAITS)
 		take_slot();
 }
 
@@ -2761,6 +2820,7 @@ ps_worker_child(void)
 {
 	struct ctl *parent = c;
 	int d = atomic_load(&deferred);
+	pid_t ppid;
 
 	if (!x)
 		return 0;
@@ -2783,26 +2843,39 @@ ps_worker_child(void)
 	atomic_store(&deferred_why, NULL);
 	atomic_store(&early_has_exit, 0);
 	forked = 0;
-	wait_slot = NBIRTHS;   /* a slot of the parent's is the parent's */
+	wait_slot = NWAITS;   /* an entry of the parent's is the parent's */
+	atomic_store(&due, 0);   /* the parent's helper was due, not ours */
 	/* One whose parent was joining in another thread has tables half
 	 * made: not profiled. */
 	if (d == DEFER_JOINING) {
 		atomic_store(&deferred, DEFER_NONE);
 		return -1;
 	}
+	/* The first process of a new pid namespace (unshare -p -f): its
+	 * parent and the tree's helper are out of its sight, and its pid is
+	 * not the one they see: not of the tree.  One whose parent put off
+	 * joining has no tables either: not profiled. */
+	ppid = getppid();
+	if (!ppid && tree_bell) {
+		drop_bell();
+		if (d == DEFER_WAITING) {
+			atomic_store(&deferred, DEFER_NONE);
+			return -1;
+		}
+	}
 	/* A child of the tree puts off joining until its first record, as
 	 * an exec'd image does: a shell's or make's child that execs at once,
 	 * and a worker that records nothing, cost neither tables nor a
 	 * notice.  It joins with settings of its own (its parent's,
 	 * inherited), which need no session of its parent's: its parent may
-	 * have ended by then, or (DEFER_WAITING) not joined either.  Its slot
-	 * keeps the helper for it meanwhile; with none free, the child of a
-	 * joined parent is announced now. */
+	 * have ended by then, or (DEFER_WAITING) not joined either.  Its
+	 * entry of the bell's `waits` keeps the helper for it meanwhile; with
+	 * none free, the child of a joined parent is announced now. */
 	if (d == DEFER_WAITING || (tree_bell && may_defer(x->cfg) && tree_alive())) {
 		if (hold_slot() && d != DEFER_WAITING)
 			return 0;
 		atomic_store(&deferred, DEFER_WAITING);
-		defer_parent = getppid();
+		defer_parent = ppid;
 		return 1;
 	}
 	return 0;

@@ -22,8 +22,10 @@
  * pass and wait for it, at most the flush timeout, so the files are there
  * when the program's exit is seen.  An exec asks for a pass the same way;
  * the helper then ends once the old image is gone, or goes on if the exec
- * fails.  A fork child gets a helper of its own, with tables of its own,
- * at its first allocation sample, thread start or exit (ps_worker_poke).
+ * fails.  A fork child in a tree joins the tree's helper at its first
+ * record (ps_worker_child); outside one it gets a helper of its own, with
+ * tables of its own, at its first allocation sample, thread start or exit
+ * (ps_worker_poke).
  *
  * Where no helper can be made (clone fails, the program is a child
  * subreaper, so the helper would become its child), the same loop runs in

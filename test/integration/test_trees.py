@@ -225,13 +225,15 @@ class Trees(ShimTest):
         self.assertIn(busy, self.pids_of("tree", "block.pb.gz"), text[-3000:])
 
     def test_a_background_command_of_a_shell_that_ends_at_once_stays_in_the_tree(self):
-        """`sh -c 'prog &'`: the shell, the tree's leader, ends at once; its
-        fork child holds a slot of the bell, leaves it at its exec for the
-        new image (BIRTH_EXEC), which takes it back when it maps the bell,
-        so the helper outlives the shell for it until its first sample
-        joins.  A spin of 300 ms, labelled in the tree's files, and one
-        helper."""
-        r = run(["bash", "-c", '"%s" 300 & echo $!' % SPIN],
+        """`sh -c 'prog &'`: the shell, the tree's leader, ends 50 ms after
+        its fork (time for the child's fork handler; a shell that ends
+        before it ran loses the child to a helper of its own); its fork
+        child holds an entry of the bell's `waits`, leaves it at its exec
+        for the new image (WAIT_EXEC), which takes it back when it maps the
+        bell, so the helper outlives the shell for it until its first
+        sample joins.  A spin of 300 ms, labelled in the tree's files, and
+        one helper."""
+        r = run(["bash", "-c", '"%s" 300 & echo $!; sleep 0.05' % SPIN],
                 self.env({"PYROSCOPE_LOG_LEVEL": "debug", "PYROSCOPE_SAMPLE_RATE": "100"}))
         self.assertEqual((r.rc, r.err), (0, b""))
         spin = int(r.out)
@@ -242,6 +244,33 @@ class Trees(ShimTest):
         # 30 expiries of 10 ms: +-5 is many standard deviations.
         self.assertAlmostEqual(sum(v[1] for v, _ in samples) / 1e9, 0.3, delta=0.05,
                                msg=text[-3000:])
+
+    def test_forty_idle_fork_children_at_once_stay_in_the_tree(self):
+        """40 fork children alive at once, each idle until its first wait
+        (0.2 s and 50 ms more for each: a helper busy with the first one's
+        symbols for half a second must not find the bell's 32 notices
+        full): each holds an entry of the bell's `waits`
+        meanwhile (256), none is announced at its fork, and each joins the
+        one helper at its first record.  (When the waiting children held
+        the 32 notice slots, the eight beyond them made helpers of their
+        own.)"""
+        code = ("import os, time\n"
+                "kids = []\n"
+                "for i in range(40):\n"
+                "    p = os.fork()\n"
+                "    if p == 0:\n"
+                "        time.sleep(0.2 + 0.05 * i)\n"
+                "        os._exit(0)\n"
+                "    kids.append(p)\n"
+                "for p in kids: os.waitpid(p, 0)\n"
+                "print(os.getpid(), *kids, flush=True)\n")
+        r = self.python_waits(code)
+        parent, *kids = map(int, r.out.split())
+        text = helper_log(self, self.log)
+        for p in kids:
+            self.assertRegex(text, r"fork child %d of %d joined the tree" % (p, parent))
+        self.assertNotIn("not taken", text)
+        self.assertEqual(self.helpers_started(), 1, text[-3000:])
 
     def test_a_fork_child_killed_before_its_first_record_keeps_no_helper(self):
         """A fork child that puts off joining and is killed before it
@@ -307,13 +336,13 @@ class Trees(ShimTest):
 
     def test_a_fork_child_of_a_program_just_exec_d_is_taken_with_it(self):
         """forker forks after 4 ms of CPU, and its child ends 8 ms of CPU
-        later with samples recorded (1000 Hz): the child's notice is taken
-        at its end, often before the parent's own notice is due (20 ms
-        after its exec).  The parent's is then taken with it (it holds the
-        settings the child's session copies), so the child is a session of
-        the tree's one helper, labelled in the one set of files, and
-        nothing is refused.  (Without that, one run in three refused the
-        child.)"""
+        later with samples recorded (1000 Hz), often before its parent's
+        own notice is due (20 ms after its exec).  The child joins at its
+        first sample with settings of its own, which need no session of its
+        parent's: it is a session of the tree's one helper, labelled in the
+        one set of files, and nothing is refused.  (When a fork child's
+        notice took its parent's settings, one run in three refused it
+        until the parent's notice was taken with it.)"""
         r = run(["bash", "-c", '"%s" 8; true' % os.path.join(PROG, "forker")],
                 self.env({"PYROSCOPE_SAMPLE_RATE": "1000", "PYROSCOPE_LOG_LEVEL": "debug"}))
         self.assertEqual(r.rc, 0)
@@ -321,12 +350,12 @@ class Trees(ShimTest):
 
     def test_a_child_outlives_a_parent_that_ends_at_once(self):
         """The tree's leader forks a child that computes 300 ms, and ends
-        5 ms later, before the child's notice is due: the notice is taken
-        as the leader's session ends, with its settings, so the tree's one
-        helper serves the child to its end (run() returns once the child
-        closed its stdout), and labels it in the leader's files.  Before,
-        the notice was refused (its parent gone) and the child made a
-        helper of its own."""
+        5 ms later, maybe before the child's first sample: the child's slot
+        of the bell (BIRTH_WAITING) keeps the helper for it, the child joins
+        at its first sample, and the tree's one helper serves it to its end
+        (run() returns once the child closed its stdout) and labels it in
+        the leader's files.  Once, the child was refused (its parent gone)
+        and made a helper of its own."""
         code = ("import os, time\n"
                 "pid = os.fork()\n"
                 "if pid == 0:\n"
@@ -345,8 +374,9 @@ class Trees(ShimTest):
     def test_the_pool_idiom_keeps_every_worker(self):
         """multiprocessing.Pool, as Python's documentation shows it: leaving
         the block SIGTERMs the workers.  With allocation profiling off, a
-        worker never calls into the shim after its fork: it is drained
-        because its birth notice made it a session at once.  Truth: wait4's
+        worker's first record is its first CPU sample, which joins it: it
+        is drained like any death after that, and one killed before it
+        had nothing to lose.  Truth: wait4's
         rusage of python, whose workers it reaps.  2 workers burn 4 x
         0.4 s at 100 Hz: 160 expiries; 15 % is many standard deviations
         (test_cpu's argument) and far less than one lost worker (25 %)."""
