@@ -308,6 +308,17 @@ fork_child(void)
 	ps_sampler_child();
 }
 
+static void
+on_fork_prepare(void)
+{
+	int saved = errno;
+
+	ps_unwind_fork_prepare();
+	if (active)
+		ps_worker_fork_prepare();
+	errno = saved;
+}
+
 /* The parent sees fork's errno too. */
 static void
 on_fork_parent(void)
@@ -443,7 +454,7 @@ start(void)
 	start_export(c);
 	if (deferred)
 		ps_stacktab_defer(first_record);
-	if (pthread_atfork(ps_unwind_fork_prepare, on_fork_parent, on_fork_child))
+	if (pthread_atfork(on_fork_prepare, on_fork_parent, on_fork_child))
 		ps_warn("fork handler not installed");
 	ps_hook_thread_adopt();  /* the main thread is one of the program's */
 	active = 1;

@@ -139,18 +139,23 @@ struct birth {
  * (ps_worker_child) holds an entry of the bell's `waits` meanwhile, with
  * its pid only (`word` is pid << 8 | WAIT_*), so that the helper outlives
  * a parent that ends first: it ends when no session is left and no such
- * pid is alive.  Its first record writes its notice and then frees the
+ * pid is alive.  The parent reserves the entry before the fork
+ * (WAIT_FORK, with its own pid), and the child's fork handler makes it
+ * its own: a parent that ends right after its fork (`sh -c 'prog &'`)
+ * cannot end the helper before the child's handler ran; one not made
+ * its own within FORK_STALE_NS (the fork failed) is free again.  Its first record writes its notice and then frees the
  * entry; its end frees it, and the helper frees it when the pid is gone
  * (killed).  Its exec leaves it as WAIT_EXEC for the new image, which
  * takes it back when it maps the bell (`sh -c 'prog &'`: the shell ends
  * at once, and prog joins later); one not taken back within SUCCESSOR_NS
  * (an image without the shim) is free again.  With no entry free, a fork
  * child is announced in its fork handler instead. */
-enum { WAIT_FREE = 0, WAIT_HELD = 1, WAIT_EXEC = 2 };
+enum { WAIT_FREE = 0, WAIT_HELD = 1, WAIT_EXEC = 2, WAIT_FORK = 3 };
 #define NWAITS 256
+#define FORK_STALE_NS (1000ull * 1000000)
 struct wait {
 	_Atomic uint64_t word;
-	uint64_t at;                /* WAIT_EXEC: when (CLOCK_MONOTONIC) */
+	uint64_t at;                /* WAIT_EXEC, WAIT_FORK: when (CLOCK_MONOTONIC) */
 };
 
 /* The sampling grid an image leaves at its exec for the next image of the
@@ -281,6 +286,11 @@ static int birth_slot = NBIRTHS;
  * or end.  Written by the host thread that does one of those, one at a
  * time (the first record with every signal blocked). */
 static int wait_slot = NWAITS;
+/* The entry the forking thread reserved for its child (ps_worker_fork_
+ * prepare), plus one (0: none), and the pid that reserved it: per thread,
+ * as forks are, and so copied into the child. */
+static PS_TLS int fork_slot;
+static PS_TLS pid_t fork_from;
 /* A member of a tree that put off joining it until its first record
  * (ps_worker_defer, ps_worker_child): DEFER_WAITING until then,
  * DEFER_JOINING while that record joins, DEFER_NONE otherwise.  Set by the
@@ -930,7 +940,8 @@ hands_awaited(uint64_t most)
 }
 
 /* 1 if a program of the tree may yet join: a fork child that puts off
- * joining, alive (its entry of `waits`; WAIT_EXEC across its exec); or a
+ * joining, alive (its entry of `waits`; WAIT_EXEC across its exec,
+ * WAIT_FORK across its fork); or a
  * notice not taken yet whose program is alive (one being written, or
  * written after the loop last took the notices).  The entries of pids
  * gone (killed before their first record), those left at an exec that no
@@ -946,7 +957,8 @@ tree_pending(void)
 		w = atomic_load(&tree_bell->waits[i].word);
 		if (w == WAIT_FREE)
 			continue;
-		if ((kill((pid_t)(w >> 8), 0) && errno == ESRCH) ||
+		if ((w & 0xff) == WAIT_FORK ? now - tree_bell->waits[i].at > FORK_STALE_NS :
+		    (kill((pid_t)(w >> 8), 0) && errno == ESRCH) ||
 		    ((w & 0xff) == WAIT_EXEC && now - tree_bell->waits[i].at > SUCCESSOR_NS))
 			(void)atomic_compare_exchange_strong(&tree_bell->waits[i].word, &w,
 							     WAIT_FREE);
@@ -2378,14 +2390,40 @@ birth_outcome(int withdraw)
 	return atomic_load(&c->helper_pid) ? 1 : -1;
 }
 
+void
+ps_worker_fork_prepare(void)
+{
+	uint64_t me = (uint64_t)getpid() << 8, w;
+	int i;
+
+	fork_slot = 0;
+	if (!tree_bell || !x || !may_defer(x->cfg))
+		return;
+	for (i = 0; i < NWAITS; i++) {
+		w = WAIT_FREE;
+		if (atomic_load_explicit(&tree_bell->waits[i].word, memory_order_relaxed) == w &&
+		    atomic_compare_exchange_strong(&tree_bell->waits[i].word, &w, me | WAIT_HELD)) {
+			/* Ours until stamped and handed to the child. */
+			tree_bell->waits[i].at = ps_clock_ns(CLOCK_MONOTONIC);
+			atomic_store(&tree_bell->waits[i].word, me | WAIT_FORK);
+			fork_slot = i + 1;
+			fork_from = getpid();
+			return;
+		}
+	}
+}
+
 /* Fork child that puts off joining: hold an entry of the bell's `waits`
- * (struct wait).  Returns 0, or -1 if none is free. */
+ * (struct wait), the one its parent reserved if it can.  Returns 0, or -1
+ * if none is free. */
 static int
 hold_slot(void)
 {
 	uint64_t me = (uint64_t)getpid() << 8, w;
 	int i;
 
+	if (wait_slot != NWAITS)
+		return 0;
 	for (i = 0; tree_bell && i < NWAITS; i++) {
 		w = WAIT_FREE;
 		if (atomic_load_explicit(&tree_bell->waits[i].word, memory_order_relaxed) == w &&
@@ -2811,6 +2849,7 @@ ps_worker_host_thread(int delta)
 void
 ps_worker_forked(void)
 {
+	fork_slot = 0;   /* the child's now */
 	if (birth_slot != NBIRTHS)
 		forked = 1;
 }
@@ -2845,9 +2884,19 @@ ps_worker_child(void)
 	forked = 0;
 	wait_slot = NWAITS;   /* an entry of the parent's is the parent's */
 	atomic_store(&due, 0);   /* the parent's helper was due, not ours */
+	/* The entry the parent reserved for this child, made its own. */
+	if (fork_slot && tree_bell) {
+		uint64_t w = (uint64_t)fork_from << 8 | WAIT_FORK;
+
+		if (atomic_compare_exchange_strong(&tree_bell->waits[fork_slot - 1].word, &w,
+						   (uint64_t)getpid() << 8 | WAIT_HELD))
+			wait_slot = fork_slot - 1;
+	}
+	fork_slot = 0;
 	/* One whose parent was joining in another thread has tables half
 	 * made: not profiled. */
 	if (d == DEFER_JOINING) {
+		leave_slot(0);
 		atomic_store(&deferred, DEFER_NONE);
 		return -1;
 	}
@@ -2878,6 +2927,7 @@ ps_worker_child(void)
 		defer_parent = ppid;
 		return 1;
 	}
+	leave_slot(0);
 	return 0;
 }
 

@@ -114,6 +114,12 @@ void ps_worker_set_args(int argc, const char *const *argv);
  * notices the end by itself.)  Context: host thread. */
 void ps_worker_host_thread(int delta);
 
+/* This program is about to fork: an entry of its tree's bell is reserved
+ * for the child, which makes it its own in its fork handler
+ * (ps_worker_child), so that the helper outlives a parent that ends at
+ * once for it.  Context: the fork prepare handler. */
+void ps_worker_fork_prepare(void);
+
 /* Fork parent: this program forked.  Context: the fork parent handler. */
 void ps_worker_forked(void);
 

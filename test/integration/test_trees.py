@@ -225,15 +225,15 @@ class Trees(ShimTest):
         self.assertIn(busy, self.pids_of("tree", "block.pb.gz"), text[-3000:])
 
     def test_a_background_command_of_a_shell_that_ends_at_once_stays_in_the_tree(self):
-        """`sh -c 'prog &'`: the shell, the tree's leader, ends 50 ms after
-        its fork (time for the child's fork handler; a shell that ends
-        before it ran loses the child to a helper of its own); its fork
-        child holds an entry of the bell's `waits`, leaves it at its exec
-        for the new image (WAIT_EXEC), which takes it back when it maps the
-        bell, so the helper outlives the shell for it until its first
-        sample joins.  A spin of 300 ms, labelled in the tree's files, and
-        one helper."""
-        r = run(["bash", "-c", '"%s" 300 & echo $!; sleep 0.05' % SPIN],
+        """`sh -c 'prog &'`: the shell, the tree's leader, ends right after
+        its fork, often before the child's fork handler ran.  The shell
+        reserved an entry of the bell's `waits` before the fork (WAIT_FORK),
+        which the child makes its own, leaves at its exec for the new image
+        (WAIT_EXEC), which takes it back when it maps the bell: the helper
+        outlives the shell for it until its first sample joins.  A spin of
+        300 ms, labelled in the tree's files, and one helper.  (Without the
+        reservation, most runs lost the spin to a helper of its own.)"""
+        r = run(["bash", "-c", '"%s" 300 & echo $!' % SPIN],
                 self.env({"PYROSCOPE_LOG_LEVEL": "debug", "PYROSCOPE_SAMPLE_RATE": "100"}))
         self.assertEqual((r.rc, r.err), (0, b""))
         spin = int(r.out)
