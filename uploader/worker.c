@@ -110,15 +110,14 @@ struct ctl {
  * its constructor (one that cannot put that off: ps_worker_defer), with
  * `exec` set: its settings are its own, in its control block.  A fork
  * child that cannot put it off (ps_worker_child) writes one in its fork
- * handler, `exec` clear: its settings are its parent's session's.  `word` is the program's pid
- * << 8 | BIRTH_*: a slot is claimed, published and taken by compare-and-
- * swap on it, so no one mistakes another program's notice for its own.
- * The helper takes a notice BIRTH_GRACE_NS after it was written, or at
- * once when the program waits for it (urgent).
- * A shell's child, which execs within that time, and a short command that
- * ends with nothing recorded, withdraw their notice instead and cost the
- * helper nothing.  A program killed within it loses at most that much
- * CPU. */
+ * handler, `exec` clear: its settings are its parent's session's.
+ * `word` is the program's pid << 8 | BIRTH_*: a slot is claimed, published
+ * and taken by compare-and-swap on it, so no one mistakes another
+ * program's notice for its own.  The helper takes a notice BIRTH_GRACE_NS
+ * after it was written, or at once when the program waits for it
+ * (urgent).  A program that execs within that time, or ends with nothing
+ * recorded, withdraws its notice instead and costs the helper nothing.  A
+ * program killed within it loses at most that much CPU. */
 enum { BIRTH_FREE = 0, BIRTH_WRITING = 1, BIRTH_READY = 2, BIRTH_TAKING = 3 };
 #define NBIRTHS 32
 #define BIRTH_GRACE_NS (20 * 1000000ull)
@@ -142,14 +141,14 @@ struct birth {
  * pid is alive.  The parent reserves the entry before the fork
  * (WAIT_FORK, with its own pid), and the child's fork handler makes it
  * its own: a parent that ends right after its fork (`sh -c 'prog &'`)
- * cannot end the helper before the child's handler ran; one not made
- * its own within FORK_STALE_NS (the fork failed) is free again.  Its first record writes its notice and then frees the
- * entry; its end frees it, and the helper frees it when the pid is gone
- * (killed).  Its exec leaves it as WAIT_EXEC for the new image, which
- * takes it back when it maps the bell (`sh -c 'prog &'`: the shell ends
- * at once, and prog joins later); one not taken back within SUCCESSOR_NS
- * (an image without the shim) is free again.  With no entry free, a fork
- * child is announced in its fork handler instead. */
+ * cannot end the helper before the child's handler ran; one not made its
+ * own within FORK_STALE_NS (the fork failed) is free again.  The child's
+ * first record writes its notice and then frees the entry; its end frees
+ * it, and the helper frees it when the pid is gone (killed).  Its exec
+ * leaves it as WAIT_EXEC for the new image, which takes it back when it
+ * maps the bell; one not taken back within SUCCESSOR_NS (an image without
+ * the shim) is free again.  With no entry free, a fork child is announced
+ * in its fork handler instead. */
 enum { WAIT_FREE = 0, WAIT_HELD = 1, WAIT_EXEC = 2, WAIT_FORK = 3 };
 #define NWAITS 256
 #define FORK_STALE_NS (1000ull * 1000000)
@@ -941,17 +940,16 @@ hands_awaited(uint64_t most)
 
 /* 1 if a program of the tree may yet join: a fork child that puts off
  * joining, alive (its entry of `waits`; WAIT_EXEC across its exec,
- * WAIT_FORK across its fork); or a
- * notice not taken yet whose program is alive (one being written, or
- * written after the loop last took the notices).  The entries of pids
- * gone (killed before their first record), those left at an exec that no
- * image took back, and the notices of programs killed while writing them
- * are freed.  Holding `lock`. */
+ * WAIT_FORK across its fork); or a notice not taken yet (written after the
+ * loop last took the notices, or being written by a program alive: the
+ * slot of one killed while writing it stays lost).  The entries of pids
+ * gone (killed before their first record) and those left at an exec that
+ * no image took back are freed.  Holding `lock`. */
 static int
 tree_pending(void)
 {
 	uint64_t w, now = ps_clock_ns(CLOCK_MONOTONIC);
-	int i, n = 0, gone;
+	int i, n = 0;
 
 	for (i = 0; tree_bell && i < NWAITS; i++) {
 		w = atomic_load(&tree_bell->waits[i].word);
@@ -967,14 +965,10 @@ tree_pending(void)
 	}
 	for (i = 0; tree_bell && i < NBIRTHS; i++) {
 		w = atomic_load(&tree_bell->births[i].word);
-		if ((w & 0xff) == BIRTH_FREE)
+		if ((w & 0xff) == BIRTH_FREE ||
+		    ((w & 0xff) == BIRTH_WRITING && kill((pid_t)(w >> 8), 0) && errno == ESRCH))
 			continue;
-		gone = kill((pid_t)(w >> 8), 0) && errno == ESRCH;
-		if (gone && (w & 0xff) == BIRTH_WRITING)
-			(void)atomic_compare_exchange_strong(&tree_bell->births[i].word, &w,
-							     BIRTH_FREE);
-		else if (!gone)
-			n++;
+		n++;
 	}
 	return n > 0;
 }
@@ -1072,9 +1066,12 @@ end_session(unsigned i)
 	ps_group_leave(s->x);
 	if (s->root) {
 		/* The program this helper is a copy of is done: the watchdog
-		 * (for a lock it held when copied) no longer applies.  Its
-		 * export state is the program's own (x): not freed. */
-		if (nss)
+		 * (for a lock it held when copied) no longer applies; the loop
+		 * arms it again for its own end (the tree's programs may keep it
+		 * for long, some not even sessions yet).  Only in a helper: in
+		 * thread mode the alarm is the program's.  Its export state is
+		 * the program's own (x): not freed. */
+		if (s->pidfd >= 0)
 			(void)alarm(0);
 		return;
 	}
@@ -1233,6 +1230,8 @@ loop(int helper_side)
 			atomic_store(&tree_bell->lingering, !nss);
 		if (!nss && !hands_awaited(UINT64_MAX) && (!helper_side || ending())) {
 			closing = 1;    /* the accepting thread answers no one now */
+			if (helper_side)
+				watchdog();   /* the last pass and sends are bounded too */
 			(void)ps_group_pass();
 			/* The ended programs' last intervals, in the helper: no
 			 * one waits.  (In thread mode the exiting thread's last
@@ -2858,7 +2857,7 @@ int
 ps_worker_child(void)
 {
 	struct ctl *parent = c;
-	int d = atomic_load(&deferred);
+	int d = atomic_load(&deferred), reserved;
 	pid_t ppid;
 
 	if (!x)
@@ -2885,14 +2884,15 @@ ps_worker_child(void)
 	wait_slot = NWAITS;   /* an entry of the parent's is the parent's */
 	atomic_store(&due, 0);   /* the parent's helper was due, not ours */
 	/* The entry the parent reserved for this child, made its own. */
-	if (fork_slot && tree_bell) {
+	reserved = fork_slot - 1;
+	fork_slot = 0;
+	if (reserved >= 0 && reserved < NWAITS && tree_bell) {
 		uint64_t w = (uint64_t)fork_from << 8 | WAIT_FORK;
 
-		if (atomic_compare_exchange_strong(&tree_bell->waits[fork_slot - 1].word, &w,
+		if (atomic_compare_exchange_strong(&tree_bell->waits[reserved].word, &w,
 						   (uint64_t)getpid() << 8 | WAIT_HELD))
-			wait_slot = fork_slot - 1;
+			wait_slot = reserved;
 	}
-	fork_slot = 0;
 	/* One whose parent was joining in another thread has tables half
 	 * made: not profiled. */
 	if (d == DEFER_JOINING) {

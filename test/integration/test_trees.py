@@ -194,10 +194,10 @@ class Trees(ShimTest):
         start, put off joining too (ps_worker_child): five that end at once
         with nothing recorded never write a notice nor make tables (no
         memfd of the shim's open in them), and the helper never hears of
-        them.  A sixth sleeps 0.3 s (block profiling:
-        its first record is that wait), ending after its parent did: it
-        held a slot of the bell meanwhile, so the helper outlived its
-        parent for it, and it joined with settings of its own."""
+        them.  A sixth sleeps 0.3 s (block profiling: its first record is
+        that wait), ending after its parent did: it held an entry of the
+        bell's `waits` meanwhile, so the helper outlived its parent for
+        it, and it joined with settings of its own."""
         code = ("import os, time\n"
                 "def shims():\n"
                 "    fds = os.listdir('/proc/self/fd')\n"
@@ -249,11 +249,10 @@ class Trees(ShimTest):
         """40 fork children alive at once, each idle until its first wait
         (0.2 s and 50 ms more for each: a helper busy with the first one's
         symbols for half a second must not find the bell's 32 notices
-        full): each holds an entry of the bell's `waits`
-        meanwhile (256), none is announced at its fork, and each joins the
-        one helper at its first record.  (When the waiting children held
-        the 32 notice slots, the eight beyond them made helpers of their
-        own.)"""
+        full): each holds an entry of the bell's `waits` meanwhile (256),
+        and each joins the one helper at its first record.  (When the
+        waiting children held the 32 notice slots, the eight beyond them
+        made helpers of their own.)"""
         code = ("import os, time\n"
                 "kids = []\n"
                 "for i in range(40):\n"
@@ -272,9 +271,32 @@ class Trees(ShimTest):
         self.assertNotIn("not taken", text)
         self.assertEqual(self.helpers_started(), 1, text[-3000:])
 
+    def test_a_child_that_outlives_its_parent_by_seconds_keeps_its_helper(self):
+        """The helper's watchdog (SIGALRM, flush timeout + 5 s, for a lock
+        it copied from the leader) is armed for the leader's last pass; a
+        helper that goes on for the leader's children must not keep it.  The
+        leader ends at once; its child joins at its first wait (0.2 s) and
+        ends 6.5 s later, past the alarm of a 0.1 s flush timeout: its
+        waits are in the tree's files.  (The helper died at the alarm, and
+        the child's profile with it.)"""
+        code = ("import os, time\n"
+                "p = os.fork()\n"
+                "if p == 0:\n"
+                "    time.sleep(0.2)\n"
+                "    time.sleep(6.5)\n"
+                "    os._exit(0)\n"
+                "print(p, flush=True)\n")
+        r = run(["python3", "-c", code], self.waits_env({"PYROSCOPE_FLUSH_TIMEOUT": "100ms"}))
+        self.assertEqual((r.rc, r.err), (0, b""))
+        child = int(r.out)
+        text = helper_log(self, self.log)
+        self.assertRegex(text, r"fork child %d of \d+ joined the tree" % child)
+        _, samples = self.samples_of("tree", "block.pb.gz", child)
+        self.assertGreaterEqual(sum(v[1] for v, _ in samples), 6 * 10 ** 9, text[-3000:])
+
     def test_a_fork_child_killed_before_its_first_record_keeps_no_helper(self):
         """A fork child that puts off joining and is killed before it
-        records anything never frees its slot of the bell itself: the
+        records anything never frees its entry of the bell itself: the
         helper finds its pid gone and ends with the tree (within seconds,
         not when some later process reuses the slot)."""
         code = ("import os, signal, time\n"
@@ -350,8 +372,8 @@ class Trees(ShimTest):
 
     def test_a_child_outlives_a_parent_that_ends_at_once(self):
         """The tree's leader forks a child that computes 300 ms, and ends
-        5 ms later, maybe before the child's first sample: the child's slot
-        of the bell (BIRTH_WAITING) keeps the helper for it, the child joins
+        5 ms later, maybe before the child's first sample: the child's entry
+        of the bell's `waits` keeps the helper for it, the child joins
         at its first sample, and the tree's one helper serves it to its end
         (run() returns once the child closed its stdout) and labels it in
         the leader's files.  Once, the child was refused (its parent gone)
