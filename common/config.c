@@ -383,7 +383,6 @@ store(struct ps_config *c, const struct var *v, const char *s)
 static void
 defaults(struct ps_config *c)
 {
-	memset(c, 0, sizeof(*c));
 	c->enabled = 1;
 	c->sample_rate = 100;
 	c->cpu_enabled = 1;

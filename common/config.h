@@ -86,6 +86,9 @@ typedef const char *(*ps_getenv_fn)(const char *name);
 
 /* Fill *c with defaults, then with the environment read through get.
  * `exe` is the executable's path (for the default application name).
+ * `c` must be zeroed (static storage, or `= { 0 }`): it is not cleared
+ * here, so that a process's start-up touches only the pages of the fields
+ * set (the struct is 31 KB; every preloaded process loads it).
  * Returns the number of invalid values that were reported and replaced.
  * Context: constructor (single thread); does not allocate. */
 int ps_config_load(struct ps_config *c, ps_getenv_fn get, const char *exe);

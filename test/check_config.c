@@ -38,6 +38,7 @@ load(struct ps_config *c, char *out, size_t len)
 	int p[2], saved, bad;
 	ssize_t n;
 
+	memset(c, 0, sizeof(*c));   /* loading does not clear (config.h) */
 	ck_assert_int_eq(pipe(p), 0);
 	saved = dup(2);
 	dup2(p[1], 2);

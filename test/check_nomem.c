@@ -312,6 +312,7 @@ START_TEST(nomem_each_failure_is_counted_and_leaks_nothing)
 	hm_tmpdir(dir, "check_nomem");
 	hm_table(&st);
 	ck_assert_int_eq(ps_livetab_init(&lt), 0);
+	memset(&cfg, 0, sizeof(cfg));   /* loading does not clear (config.h) */
 	ck_assert_int_ge(ps_config_load(&cfg, env, "app"), 0);
 	hm_cpu(&st, hm_leaf_a, 3, 10);
 	hm_cpu(&st, hm_leaf_b, 1, 10);

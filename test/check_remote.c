@@ -48,6 +48,9 @@ start(void)
 	nfolds++;
 	hm_table(&st);
 	ck_assert_int_eq(ps_livetab_init(&lt), 0);
+	/* Neither load nor setup clears (config.h, remote.h). */
+	memset(&cfg, 0, sizeof(cfg));
+	memset(&r, 0, sizeof(r));
 	ck_assert_int_ge(ps_config_load(&cfg, env, "check_remote"), 0);
 	ck_assert_int_eq(ps_remote_setup(&r, &cfg, NULL, T0), 0);
 	ck_assert(r.on);
@@ -113,8 +116,8 @@ forget(void)
 
 START_TEST(remote_queues_nothing_without_a_server)
 {
-	struct ps_remote off;
-	struct ps_config c;
+	struct ps_remote off = { 0 };
+	struct ps_config c = { 0 };
 	struct ps_profile_meta m = { 0 };
 
 	ck_assert_int_ge(ps_config_load(&c, env, "check_remote"), 0);

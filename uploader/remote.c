@@ -113,7 +113,6 @@ ps_remote_setup(struct ps_remote *r, const struct ps_config *c, const struct ps_
 {
 	int bad = 0;
 
-	memset(r, 0, sizeof(*r));
 	r->last_until_ns = start_ns;
 	r->folded = c->ingest_folded;
 	r->push = c->upload_push;

@@ -80,7 +80,9 @@ int ps_remote_otlp_on(const struct ps_config *c);
 
 /* Validate the server address, tags, headers and OTLP settings of c, and
  * print one configuration line for each thing that is wrong.  `span` is
- * the run's root span or NULL; its ids are appended to the tags.  Returns
+ * the run's root span or NULL; its ids are appended to the tags.  `r`
+ * must be zeroed (static, calloc'd): it is not cleared here, so that a
+ * process's start-up touches only the pages it sets of its 53 KB.  Returns
  * the number of problems reported.  Context: constructor. */
 int ps_remote_setup(struct ps_remote *r, const struct ps_config *c, const struct ps_span *span,
 		    uint64_t start_ns);

@@ -134,6 +134,9 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	int n = fuzz_split(data, size, rec, MAXREC);
 	int bad;
 
+	/* Loading does not clear (config.h). */
+	memset(&a, 0, sizeof(a));
+	memset(&b, 0, sizeof(b));
 	bad = ps_config_load(&a, fake_getenv, n > 0 ? rec[0] : NULL);
 	FUZZ_ASSERT(bad >= 0 && bad <= (n > 0 ? n - 1 : 0));
 	check_ranges(&a);
