@@ -303,9 +303,8 @@ static _Atomic int deferred;
 static pid_t defer_parent;
 /* 1 once this program forked while its own notice was pending: the
  * notices of children announced at their fork name it, and are taken with
- * its settings, so its
- * notice is not withdrawn when it ends or execs with nothing recorded
- * (request).  Written by the thread that forks (ps_worker_forked), read at
+ * its settings, so its notice is not withdrawn when it ends or execs with
+ * nothing recorded (request).  Written by the thread that forks (ps_worker_forked), read at
  * the exit or exec; 0 in a fork child and a new image. */
 static int forked;
 /* What that first record did, for the info log at the next place that may
@@ -1849,10 +1848,10 @@ tree_alive(void)
  * block and tables.  A fork child's descriptors stay open, out of its way,
  * until the helper has them.  `exec`: an exec'd image, whose settings are
  * in its control block, and which hands its descriptors over next (hand()).
- * Returns 0, -1 (no free slot: the helper is behind), -3 (the helper is
- * ending) or -2 (no
- * descriptor).  Context: constructor, or a program's first record
- * (ps_worker_join_deferred); async-signal-safe. */
+ * Returns 0, -1 (no free slot: the helper is behind), -2 (no descriptor)
+ * or -3 (the helper is ending).  Context: constructor, fork handler
+ * (born), or a program's first record (ps_worker_join_deferred);
+ * async-signal-safe. */
 PS_SIGSAFE static int
 notice(int exec)
 {
@@ -1934,7 +1933,6 @@ hand(const char *name)
 	close(fd);
 	return rc;
 }
-
 
 /* Map the bell of the tree named `name` from the helper's descriptor, and
  * check it is that tree's, of this build, with its helper alive.  Returns
