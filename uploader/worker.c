@@ -2387,49 +2387,54 @@ birth_outcome(int withdraw)
 	return atomic_load(&c->helper_pid) ? 1 : -1;
 }
 
+/* The first entry of the bell's `waits` (struct wait) whose word is
+ * `from`, made `to` by compare-and-swap: its index, or -1. */
+static int
+claim(uint64_t from, uint64_t to)
+{
+	uint64_t w;
+	int i;
+
+	for (i = 0; tree_bell && i < NWAITS; i++) {
+		w = from;
+		if (atomic_load_explicit(&tree_bell->waits[i].word, memory_order_relaxed) == from &&
+		    atomic_compare_exchange_strong(&tree_bell->waits[i].word, &w, to))
+			return i;
+	}
+	return -1;
+}
+
 void
 ps_worker_fork_prepare(void)
 {
-	uint64_t me = (uint64_t)getpid() << 8, w;
+	uint64_t me = (uint64_t)getpid() << 8;
 	int i;
 
 	fork_slot = 0;
-	if (!tree_bell || !x || !may_defer(x->cfg))
+	if (!tree_bell || !x || !may_defer(x->cfg) || (i = claim(WAIT_FREE, me | WAIT_HELD)) < 0)
 		return;
-	for (i = 0; i < NWAITS; i++) {
-		w = WAIT_FREE;
-		if (atomic_load_explicit(&tree_bell->waits[i].word, memory_order_relaxed) == w &&
-		    atomic_compare_exchange_strong(&tree_bell->waits[i].word, &w, me | WAIT_HELD)) {
-			/* Ours until stamped and handed to the child. */
-			tree_bell->waits[i].at = ps_clock_ns(CLOCK_MONOTONIC);
-			atomic_store(&tree_bell->waits[i].word, me | WAIT_FORK);
-			fork_slot = i + 1;
-			fork_from = getpid();
-			return;
-		}
-	}
+	/* Ours until stamped and handed to the child. */
+	tree_bell->waits[i].at = ps_clock_ns(CLOCK_MONOTONIC);
+	atomic_store(&tree_bell->waits[i].word, me | WAIT_FORK);
+	fork_slot = i + 1;
+	fork_from = getpid();
 }
 
-/* Fork child that puts off joining: hold an entry of the bell's `waits`
- * (struct wait), the one its parent reserved if it can.  Returns 0, or -1
- * if none is free. */
+/* Fork child that puts off joining: hold an entry of the bell's `waits`,
+ * the one its parent reserved if it can.  Returns 0, or -1 if none is
+ * free. */
 static int
 hold_slot(void)
 {
-	uint64_t me = (uint64_t)getpid() << 8, w;
 	int i;
 
 	if (wait_slot != NWAITS)
 		return 0;
-	for (i = 0; tree_bell && i < NWAITS; i++) {
-		w = WAIT_FREE;
-		if (atomic_load_explicit(&tree_bell->waits[i].word, memory_order_relaxed) == w &&
-		    atomic_compare_exchange_strong(&tree_bell->waits[i].word, &w, me | WAIT_HELD)) {
-			wait_slot = i;
-			return 0;
-		}
-	}
-	return -1;
+	i = claim(WAIT_FREE, (uint64_t)getpid() << 8 | WAIT_HELD);
+	if (i < 0)
+		return -1;
+	wait_slot = i;
+	return 0;
 }
 
 /* This program joined, or ends (or execs: `exec`) before its first
@@ -2463,18 +2468,10 @@ leave_slot(int exec)
 static void
 take_slot(void)
 {
-	uint64_t me = (uint64_t)getpid() << 8, w;
-	int i;
+	uint64_t me = (uint64_t)getpid() << 8;
+	int i = claim(me | WAIT_EXEC, me | WAIT_HELD);
 
-	for (i = 0; tree_bell && i < NWAITS; i++) {
-		w = me | WAIT_EXEC;
-		if (atomic_load_explicit(&tree_bell->waits[i].word, memory_order_relaxed) == w &&
-		    atomic_compare_exchange_strong(&tree_bell->waits[i].word, &w, me | WAIT_HELD)) {
-			wait_slot = i;
-			return;
-		}
-	}
-	wait_slot = NWAITS;
+	wait_slot = i < 0 ? NWAITS : i;
 }
 
 /* The tree's bell is no longer this program's: its entry freed, unmapped.
