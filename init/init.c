@@ -314,8 +314,11 @@ on_fork_prepare(void)
 	int saved = errno;
 
 	ps_unwind_fork_prepare();
-	if (active)
+	if (active) {
+		ps_hook_exec_resolve();
+		ps_hook_exit_resolve();
 		ps_worker_fork_prepare();
+	}
 	errno = saved;
 }
 

@@ -56,19 +56,23 @@ after(int was_armed)
 	errno = saved;
 }
 
-#define EXEC_HOOK(name, params, args)                  \
-	PS_EXPORT int name params                      \
-	{                                              \
-		PS_NEXT(name);                         \
-		int was, rc;                           \
-		if (!real_##name) {                    \
-			errno = ENOSYS;                \
-			return -1;                     \
-		}                                      \
-		was = before();                        \
-		rc = real_##name args;                 \
-		after(was);                            \
-		return rc;                             \
+/* Each hook's C library definition (next.h), in a slot of the file's so
+ * that ps_hook_exec_resolve() can look them all up ahead. */
+#define EXEC_HOOK(name, params, args)                                   \
+	static void *_Atomic next_##name;                               \
+	PS_EXPORT int name params                                       \
+	{                                                               \
+		__typeof__(name) *real =                                \
+			(__typeof__(name) *)ps_next_cached(&next_##name, #name); \
+		int was, rc;                                            \
+		if (!real) {                                            \
+			errno = ENOSYS;                                 \
+			return -1;                                      \
+		}                                                       \
+		was = before();                                         \
+		rc = real args;                                         \
+		after(was);                                             \
+		return rc;                                              \
 	}
 
 EXEC_HOOK(execve, (const char *path, char *const argv[], char *const envp[]),
@@ -81,6 +85,22 @@ EXEC_HOOK(fexecve, (int fd, char *const argv[], char *const envp[]), (fd, argv, 
 EXEC_HOOK(execveat, (int dirfd, const char *path, char *const argv[], char *const envp[],
 		     int flags),
 	  (dirfd, path, argv, envp, flags))
+
+/* A shell's children each call execve once, and the shell itself never
+ * does: looked up at the first call, the C library's execve was looked up
+ * again in every child, where dlsym pages in much of the loader
+ * (BENCHMARKS 14o).  The fork prepare handler looks them up in the parent
+ * instead, whose children inherit the answers. */
+void
+ps_hook_exec_resolve(void)
+{
+	(void)ps_next_cached(&next_execve, "execve");
+	(void)ps_next_cached(&next_execv, "execv");
+	(void)ps_next_cached(&next_execvp, "execvp");
+	(void)ps_next_cached(&next_execvpe, "execvpe");
+	(void)ps_next_cached(&next_fexecve, "fexecve");
+	(void)ps_next_cached(&next_execveat, "execveat");
+}
 
 /* Count the variadic arguments after arg0, up to the terminating NULL. */
 static size_t

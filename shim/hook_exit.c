@@ -49,10 +49,22 @@ __libc_start_main(main_fn main, int argc, char **argv, void (*init)(void),
 	return real___libc_start_main(wrapped_main, argc, argv, init, fini, rtld_fini, stack_end);
 }
 
+/* The C library's exit and _exit (next.h), looked up ahead by
+ * ps_hook_exit_resolve(): at the first call, a fork child would look them
+ * up itself, as hook_exec.c says of execve. */
+static void *_Atomic next_exit, *_Atomic next__exit;
+
+void
+ps_hook_exit_resolve(void)
+{
+	(void)ps_next_cached(&next_exit, "exit");
+	(void)ps_next_cached(&next__exit, "_exit");
+}
+
 PS_EXPORT void
 exit(int status)
 {
-	PS_NEXT(exit);
+	void (*real_exit)(int) = (void (*)(int))ps_next_cached(&next_exit, "exit");
 
 	ps_process_set_exit(status);
 	if (real_exit)
@@ -69,7 +81,7 @@ exit(int status)
 PS_SIGSAFE static void
 leaving(int status)
 {
-	PS_NEXT(_exit);
+	void (*real__exit)(int) = (void (*)(int))ps_next_cached(&next__exit, "_exit");
 
 	if (ps_process_is_self()) {
 		ps_process_set_exit(status);

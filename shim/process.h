@@ -60,4 +60,11 @@ void ps_process_set_args(int argc, const char *const *argv);
  * start-up, the forking thread in a fork child).  Defined in hook_thread.c. */
 void ps_hook_thread_adopt(void);
 
+/* Look up the C library's exec family, exit and _exit now, in a process
+ * about to fork, so that its children do not (hook_exec.c).  Context: a
+ * fork prepare handler, or any thread outside signal context.  Defined in
+ * hook_exec.c and hook_exit.c. */
+void ps_hook_exec_resolve(void);
+void ps_hook_exit_resolve(void);
+
 #endif

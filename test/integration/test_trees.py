@@ -340,6 +340,24 @@ class Trees(ShimTest):
         self.assertEqual(self.helpers_started(), 1, text[-3000:])
         self.assertIn(child, self.pids_of("tree", "block.pb.gz"), text[-3000:])
 
+    def test_a_shells_children_look_up_no_exec_or_exit_of_their_own(self):
+        """The C library's exec family, exit and _exit are looked up in the
+        forking parent (the fork prepare handler), not by each child of a
+        shell at its first exec: dlsym in a fresh child pages in half of
+        the loader (BENCHMARKS 14o).  The loader's own log of its symbol
+        bindings says who looked what up: a fork child writes in its
+        parent's file, each line with its own pid."""
+        debug = os.path.join(self.tmp, "ld")
+        r = run(["bash", "-c", "for i in 1 2 3; do /bin/true; done; exit 3"],
+                self.env({"LD_DEBUG": "bindings", "LD_DEBUG_OUTPUT": debug}))
+        self.assertEqual((r.rc, r.out, r.err), (3, b"", b""))
+        with open("%s.%d" % (debug, r.pid)) as f:
+            bound = re.findall(r"^\s*(\d+):\s+binding file .* normal symbol `(\w+)'", f.read(), re.M)
+        children = {(int(pid), sym) for pid, sym in bound if int(pid) != r.pid}
+        self.assertGreaterEqual(len({pid for pid, _ in children}), 3, "no fork child's line")
+        self.assertEqual({(pid, sym) for pid, sym in children
+                          if re.fullmatch(r"exec\w*|_?exit", sym)}, set())
+
     def test_a_program_opens_the_numbers_it_opens_without_the_shim(self):
         """An exec'd program of a tree makes no table before its first
         record, and hands their descriptors to the helper then, keeping
