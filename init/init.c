@@ -71,11 +71,34 @@ env(const char *name)
 	return getenv(name);
 }
 
+static const char *
+base(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+
+	return slash ? slash + 1 : path;
+}
+
+/* The executable's path, for the default application name (its base
+ * name).  The kernel's AT_EXECFN is the path exec was given, for nothing;
+ * /proc/self/exe resolves it, but costs a walk through this process's
+ * /proc, about 15 us of every process (BENCHMARKS 14o).  They may differ
+ * in the base name only when the last part of the path is a symbolic link
+ * (cc for gcc-12: lstat says so) or a script (its interpreter runs, and
+ * the kernel makes the interpreter argv[0]): AT_EXECFN is used when its
+ * base name is argv[0]'s and it names a file. */
 static void
 exe_path(char *buf, size_t len)
 {
-	ssize_t n = readlink("/proc/self/exe", buf, len - 1);
+	const char *fn = (const char *)getauxval(AT_EXECFN);
+	struct stat st;
+	ssize_t n;
 
+	if (fn && program_invocation_name && !strcmp(base(fn), base(program_invocation_name)) &&
+	    lstat(fn, &st) == 0 && S_ISREG(st.st_mode) &&
+	    (size_t)snprintf(buf, len, "%s", fn) < len)
+		return;
+	n = readlink("/proc/self/exe", buf, len - 1);
 	buf[n > 0 ? n : 0] = '\0';
 }
 

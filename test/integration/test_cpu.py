@@ -7,6 +7,8 @@ which a correct profiler misses about once in 16000 runs."""
 import json
 import math
 import os
+import re
+import shutil
 import unittest
 
 from common import (PROG, ROOT, ShimTest, clean_env, flat_and_cum, have_go, pprof_pids,
@@ -338,3 +340,39 @@ class HostUntouched(ShimTest):
         self.assertEqual(os.stat(top).st_mode & 0o777, 0o700)
         for f in os.listdir(top):
             self.assertEqual(os.stat(os.path.join(top, f)).st_mode & 0o777, 0o600)
+
+
+class DefaultName(ShimTest):
+    """Without PYROSCOPE_APPLICATION_NAME, a program is named after its
+    executable's base name, symbolic links resolved: /proc/self/exe's,
+    read from the kernel's AT_EXECFN where that is the same for less
+    (init/init.c exe_path).  The info log names it at the start."""
+
+    def name_of(self, argv):
+        env = clean_env({"PYROSCOPE_OUTPUT_DIR": self.out, "PYROSCOPE_LOG_LEVEL": "info"})
+        r = run(argv, env)
+        self.assertEqual(r.rc, 0, r.err)
+        names = re.findall(rb"info: profiling (\S+) \(pid", r.err)
+        self.assertTrue(names, r.err)
+        return names[-1].decode()
+
+    def test_links_and_scripts_are_named_after_what_runs(self):
+        mine = os.path.join(self.tmp, "mytrue")
+        shutil.copy("/bin/true", mine)
+        os.symlink(mine, os.path.join(self.tmp, "mylink"))
+        os.symlink(self.tmp, os.path.join(self.tmp, "dir"))
+        script = os.path.join(self.tmp, "script")
+        with open(script, "w") as f:
+            f.write("#!/bin/sh\n:\n")
+        os.chmod(script, 0o755)
+        shell = os.path.basename(os.path.realpath("/bin/sh"))
+        self.assertEqual(self.name_of([mine]), "mytrue")
+        # The last part a link: AT_EXECFN says "mylink".
+        self.assertEqual(self.name_of([os.path.join(self.tmp, "mylink")]), "mytrue")
+        # A link higher up changes no base name.
+        self.assertEqual(self.name_of([os.path.join(self.tmp, "dir", "mytrue")]), "mytrue")
+        # A script: its interpreter runs (AT_EXECFN says "script").
+        self.assertEqual(self.name_of([script]), shell)
+        # Through a shell's PATH search, as a tree's programs start.
+        self.assertEqual(self.name_of(["bash", "-c", "PATH=%s:$PATH; mylink; true" % self.tmp]),
+                         "mytrue")
