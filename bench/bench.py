@@ -1382,8 +1382,14 @@ TREE_SERVER = "shim, server (loopback peer)"
 # The floor of preloading the shim at all: loaded, relocated, its
 # constructor reading the configuration and stopping there.
 TREE_OFF = "shim loaded, PYROSCOPE_ENABLED=false"
+# The floor of sampling every process of a tree at all (bench/min_sampler.c):
+# the bare interposer plus a timer per process, its handler, a signal stack,
+# and the fork and exec handling any such sampler needs.
+MIN_SAMPLER = os.path.join(BB, "libmin_sampler.so")
+TREE_MIN = "minimal sampler"
 TREE_CONFIGS = ["none", TREE_COLD, "shim (default)", TREE_SERVER, TREE_DWARF0, TREE_OFF,
-                "bare interposer"]
+                TREE_MIN, "bare interposer"]
+TREE_ANCHORS = ("none", "bare interposer", TREE_OFF, TREE_MIN)
 
 
 def _tree_vars(self, c, d):
@@ -1398,6 +1404,8 @@ def _tree_vars(self, c, d):
         return ["LD_PRELOAD=" + BARE]
     if c == TREE_OFF:
         return ["LD_PRELOAD=" + SHIM, "PYROSCOPE_ENABLED=false"]
+    if c == TREE_MIN:
+        return ["LD_PRELOAD=" + MIN_SAMPLER, "PYROSCOPE_OUTPUT_DIR=" + d]
     # The shim's defaults: nothing but the output directory (fresh per run).
     return ["LD_PRELOAD=" + SHIM, "PYROSCOPE_OUTPUT_DIR=" + d,
             "XDG_CACHE_HOME=" + (os.path.join(d, "xdg") if c == TREE_COLD else
@@ -1511,7 +1519,7 @@ def _tree_rows(self, res, label, rows):
         rows.append([label if c == "none" else "", c, span([x.wall for x in res[c]]),
                      ratio(lambda x: x.wall), span([x.cpu for x in res[c]]), ratio(lambda x: x.cpu),
                      span([x.prog_cpu for x in res[c]]),
-                     "-" if c in ("none", "bare interposer", TREE_OFF) else
+                     "-" if c in TREE_ANCHORS else
                      "%.3f (%.0f per run)" % (med([x.helper_cpu for x in res[c]]),
                                               med([x.helpers for x in res[c]]))])
 
@@ -1592,7 +1600,7 @@ def _process_trees_with_peer(self):
         rows.append([c, span([1e3 * x.wall for x in res[c]]), span([1e3 * x.cpu for x in res[c]]),
                      added("none", lambda x: x.cpu), added("bare interposer", lambda x: x.cpu),
                      added("bare interposer", lambda x: x.wall),
-                     "-" if c in ("none", "bare interposer", TREE_OFF) else
+                     "-" if c in TREE_ANCHORS else
                      "%.3f" % med([1e3 * x.helper_cpu for x in res[c]])])
     self.table(["configuration", "wall ms", "CPU ms (tree)", "CPU ms over none", "CPU ms over bare",
                 "wall ms over bare", "helper CPU ms"], rows)
@@ -1601,7 +1609,7 @@ def _process_trees_with_peer(self):
     self.emit("### 14b. The generator against the bare interposer (points of CPU slowdown over `none`)")
     self.emit()
     rows = []
-    for c in (TREE_COLD, "shim (default)", TREE_SERVER, TREE_DWARF0, TREE_OFF):
+    for c in (TREE_COLD, "shim (default)", TREE_SERVER, TREE_DWARF0, TREE_OFF, TREE_MIN):
         rows.append([c, span(_per_round(gen, c, "bare interposer",
                                         lambda a, b: 100 * (a.cpu - b.cpu) / b.cpu), "%+.1f"),
                      span(_per_round(gen, c, "none", lambda a, b: 100 * (a.cpu / b.cpu - 1)), "%+.1f"),

@@ -20,6 +20,8 @@ for src in bench/*.c; do
 	idle_thread) out=build/bench/libidle_thread.so f="$flags -shared -fPIC" ;;
 	# The floor the shim is compared with: built as the shim is built.
 	bare_interposer) out=build/bench/libbare_interposer.so f="$so_flags" ;;
+	# Section 14o's floor for a CPU sampler in process trees.
+	min_sampler) out=build/bench/libmin_sampler.so f="$so_flags -pthread" ;;
 	# Section 13's floor for the waiting calls, and the slot prototype.
 	bare_wait_interposer | slot_wait_interposer)
 		out=build/bench/lib$name.so f="$so_flags -pthread" ;;
