@@ -26,6 +26,8 @@ static struct itimerspec period;
 static uint64_t period_ns;        /* the same, in ns (set with period) */
 static int thread_mode;           /* PS_TIMER_THREAD */
 static int signo;                 /* the shim's signal (sigvirt.h) */
+static sigset_t signo_set;        /* it alone (drain_pending: a fork child
+				   * that execs makes no call of its own) */
 static pthread_key_t thread_key;  /* its destructor deletes a thread's timer */
 static timer_t proc_timer;        /* process mode: the one timer */
 static uint64_t start_grid;       /* the main thread's grid from the image
@@ -285,6 +287,8 @@ ps_sampler_start(unsigned hz, int mode, int sig, uint64_t grid)
 	period_ns = (uint64_t)ns;
 	thread_mode = mode == PS_TIMER_THREAD;
 	signo = sig;
+	sigemptyset(&signo_set);
+	sigaddset(&signo_set, sig);
 	start_grid = thread_mode ? grid : 0;
 	if (!t_start)  /* the main thread's "start routine" */
 		t_start = (uintptr_t)getauxval(AT_ENTRY);
@@ -331,12 +335,10 @@ PS_SIGSAFE static void
 drain_pending(void)
 {
 	struct timespec now = { 0, 0 };
-	sigset_t one, old;
+	sigset_t old;
 
-	sigemptyset(&one);
-	sigaddset(&one, signo);
-	if (ps_sigvirt_real_mask(SIG_BLOCK, &one, &old) == 0) {
-		while (syscall(SYS_rt_sigtimedwait, &one, NULL, &now, _NSIG / 8) == signo)
+	if (ps_sigvirt_real_mask(SIG_BLOCK, &signo_set, &old) == 0) {
+		while (syscall(SYS_rt_sigtimedwait, &signo_set, NULL, &now, _NSIG / 8) == signo)
 			;
 		(void)ps_sigvirt_real_mask(SIG_SETMASK, &old, NULL);
 	}

@@ -163,10 +163,12 @@ fork_case(int use_exit)
 
 	ck_assert_int_eq(ps_worker_start(&x, 3600 * SEC, 30 * SEC), 0);
 	hm_cpu(&st, hm_leaf_a, 1, 10);
+	ps_worker_fork_prepare();   /* as init.c's fork handlers */
 	pid = fork();
 	ck_assert_int_ge(pid, 0);
 	if (pid == 0)
 		child(use_exit);
+	ps_worker_forked();
 	ck_assert_int_eq(waitpid(pid, &status, 0), pid);
 	ck_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0);
 	/* With a helper, the child is a program of the parent's tree: it

@@ -815,7 +815,8 @@ ps_group_next_due(void)
 void
 ps_group_forget(void)
 {
-	groups = NULL;
+	if (groups)   /* not written when it is: a fork child's page unshared */
+		groups = NULL;
 }
 
 void

@@ -278,9 +278,10 @@ ps_listen_fd(void)
 void
 ps_listen_drop(void)
 {
-	if (lfd >= 0)
+	if (lfd >= 0) {
 		close(lfd);
-	lfd = -1;
+		lfd = -1;
+	}
 }
 
 /* The constructor's attempt found the address in use: retry for a while

@@ -286,8 +286,8 @@ static int birth_slot = NBIRTHS;
  * time (the first record with every signal blocked). */
 static int wait_slot = NWAITS;
 /* The entry the forking thread reserved for its child (ps_worker_fork_
- * prepare), plus one (0: none), and the pid that reserved it: per thread,
- * as forks are, and so copied into the child. */
+ * prepare), plus one (0: none), and the pid of the process that forks:
+ * per thread, as forks are, and so copied into the child. */
 static PS_TLS int fork_slot;
 static PS_TLS pid_t fork_from;
 /* A member of a tree that put off joining it until its first record
@@ -2142,9 +2142,13 @@ ps_worker_tree(void)
 static int
 leads(const char *name)
 {
-	int pid;
+	char *end;
+	long pid;
 
-	return sscanf(name, "pyroshim-%d-", &pid) == 1 && pid == getpid();
+	if (strncmp(name, "pyroshim-", 9))
+		return 0;
+	pid = strtol(name + 9, &end, 10);
+	return end != name + 9 && *end == '-' && pid == getpid();
 }
 
 /* The helper, or a thread where none can be made.  The process whose
@@ -2423,17 +2427,28 @@ claim(uint64_t from, uint64_t to)
 void
 ps_worker_fork_prepare(void)
 {
+	static int bound;   /* by the forking threads: all write 1 */
 	uint64_t me = (uint64_t)getpid() << 8;
 	int i;
 
+	/* A child's fork handler makes no call into the C library that its
+	 * parent has not made: the first call of a function through the PLT
+	 * looks it up, and in a fork child that pages in the loader's lookup
+	 * (35 of a shell's child's 120 us: BENCHMARKS 14o).  The handler
+	 * unmaps its parent's tables; this munmap fails (EINVAL) and only
+	 * binds it here, for every child to inherit. */
+	if (!bound) {
+		bound = 1;
+		(void)munmap(NULL, 0);
+	}
 	fork_slot = 0;
+	fork_from = getpid();
 	if (!tree_bell || !x || !may_defer(x->cfg) || (i = claim(WAIT_FREE, me | WAIT_HELD)) < 0)
 		return;
 	/* Ours until stamped and handed to the child. */
 	tree_bell->waits[i].at = ps_clock_ns(CLOCK_MONOTONIC);
 	atomic_store(&tree_bell->waits[i].word, me | WAIT_FORK);
 	fork_slot = i + 1;
-	fork_from = getpid();
 }
 
 /* Fork child that puts off joining: hold an entry of the bell's `waits`,
@@ -2885,7 +2900,7 @@ ps_worker_child(void)
 	 * child's descriptor table; only the parent serves it. */
 	ps_listen_drop();
 	ps_group_forget();
-	pthread_mutex_init(&lock, NULL);
+	lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
 	if (parent)
 		ps_shmem_free(parent, sizeof(*parent));
 	atomic_store(&deferred_joined, 0);
@@ -2911,11 +2926,11 @@ ps_worker_child(void)
 		atomic_store(&deferred, DEFER_NONE);
 		return -1;
 	}
-	/* The first process of a new pid namespace (unshare -p -f): its
-	 * parent and the tree's helper are out of its sight, and its pid is
-	 * not the one they see: not of the tree.  One whose parent put off
-	 * joining has no tables either: not profiled. */
-	ppid = getppid();
+	/* The first process of a new pid namespace (unshare -p -f), pid 1
+	 * there: its parent and the tree's helper are out of its sight, and
+	 * its pid is not the one they see: not of the tree.  One whose parent
+	 * put off joining has no tables either: not profiled. */
+	ppid = getpid() == 1 ? 0 : fork_from;
 	if (!ppid && tree_bell) {
 		drop_bell();
 		if (d == DEFER_WAITING) {
@@ -2930,8 +2945,10 @@ ps_worker_child(void)
 	 * inherited), which need no session of its parent's: its parent may
 	 * have ended by then, or (DEFER_WAITING) not joined either.  Its
 	 * entry of the bell's `waits` keeps the helper for it meanwhile; with
-	 * none free, the child of a joined parent is announced now. */
-	if (d == DEFER_WAITING || (tree_bell && may_defer(x->cfg) && tree_alive())) {
+	 * none free, the child of a joined parent is announced now.  (A
+	 * helper gone is found out at the first record, which then makes a
+	 * helper of its own.) */
+	if (d == DEFER_WAITING || (tree_bell && may_defer(x->cfg))) {
 		if (hold_slot() && d != DEFER_WAITING)
 			return 0;
 		atomic_store(&deferred, DEFER_WAITING);
