@@ -164,7 +164,8 @@ struct wait {
  * its start again (an exec chain of short images: pyenv's shims, `env`
  * in a #! line) or lost exec and the loader.  `key` is pid << 8 |
  * GRID_*; an entry older than GRID_STALE_NS (an exec into an image
- * without the shim, or one that failed to start) is free again. */
+ * without the shim, or one that failed to start), or being written by a
+ * process gone (killed in its exec hook), is free again. */
 enum { GRID_FREE = 0, GRID_WRITING = 1, GRID_READY = 2 };
 #define NGRIDS 32
 #define GRID_STALE_NS (2000ull * 1000000)
@@ -346,6 +347,19 @@ handed_for_locked(int i, const struct birth *b, uint64_t w)
 	       handed[i].id[0] == b->id[0][0] && handed[i].id[1] == b->id[0][1];
 }
 
+/* 1 if the process that owns a word of the bell (its pid above the low
+ * byte: a notice, an entry of `waits`, a grid) is gone.  Its slot then
+ * waits for nothing: no process has that pid now, so none writes there.
+ * errno is kept (an exec hook calls it). */
+static int
+owner_gone(uint64_t w)
+{
+	int saved = errno, gone = kill((pid_t)(w >> 8), 0) && errno == ESRCH;
+
+	errno = saved;
+	return gone;
+}
+
 /* How long after its notice (word w) an exec'd image's descriptors, which
  * come through the socket, are waited for: a second, or ten for a program gone
  * already (it ended without waiting, end_unwaited), which can make no
@@ -358,7 +372,7 @@ handed_for_locked(int i, const struct birth *b, uint64_t w)
 static uint64_t
 hand_wait(uint64_t w)
 {
-	return kill((pid_t)(w >> 8), 0) && errno == ESRCH ? HAND_WAIT_GONE_NS : HAND_WAIT_NS;
+	return owner_gone(w) ? HAND_WAIT_GONE_NS : HAND_WAIT_NS;
 }
 
 /* 1 if the notice b in slot i, whose word is w, is an exec'd image's whose
@@ -967,10 +981,10 @@ hands_awaited(uint64_t most)
 /* 1 if a program of the tree may yet join: a fork child that puts off
  * joining, alive (its entry of `waits`; WAIT_EXEC across its exec,
  * WAIT_FORK across its fork); or a notice not taken yet (written after the
- * loop last took the notices, or being written by a program alive: the
- * slot of one killed while writing it stays lost).  The entries of pids
- * gone (killed before their first record) and those left at an exec that
- * no image took back are freed.  Holding `lock`. */
+ * loop last took the notices, or being written by a program alive).  The
+ * entries of pids gone (killed before their first record), those left at
+ * an exec that no image took back, and the notice slots of programs killed
+ * while writing in them are freed.  Holding `lock`. */
 static int
 tree_pending(void)
 {
@@ -982,7 +996,7 @@ tree_pending(void)
 		if (w == WAIT_FREE)
 			continue;
 		if ((w & 0xff) == WAIT_FORK ? now - tree_bell->waits[i].at > FORK_STALE_NS :
-		    (kill((pid_t)(w >> 8), 0) && errno == ESRCH) ||
+		    owner_gone(w) ||
 		    ((w & 0xff) == WAIT_EXEC && now - tree_bell->waits[i].at > SUCCESSOR_NS))
 			(void)atomic_compare_exchange_strong(&tree_bell->waits[i].word, &w,
 							     WAIT_FREE);
@@ -991,10 +1005,11 @@ tree_pending(void)
 	}
 	for (i = 0; tree_bell && i < NBIRTHS; i++) {
 		w = atomic_load(&tree_bell->births[i].word);
-		if ((w & 0xff) == BIRTH_FREE ||
-		    ((w & 0xff) == BIRTH_WRITING && kill((pid_t)(w >> 8), 0) && errno == ESRCH))
-			continue;
-		n++;
+		if ((w & 0xff) == BIRTH_WRITING && owner_gone(w))
+			(void)atomic_compare_exchange_strong(&tree_bell->births[i].word, &w,
+							     BIRTH_FREE);
+		else if ((w & 0xff) != BIRTH_FREE)
+			n++;
 	}
 	return n > 0;
 }
@@ -2342,7 +2357,8 @@ ps_worker_exec_grid(uint64_t next)
 	for (i = 0; i < NGRIDS; i++) {
 		g = &tree_bell->grids[i];
 		w = atomic_load_explicit(&g->key, memory_order_acquire);
-		if ((w & 0xff) == GRID_WRITING || (w != GRID_FREE && now - g->at < GRID_STALE_NS))
+		if ((w & 0xff) == GRID_WRITING ? !owner_gone(w) :
+		    w != GRID_FREE && now - g->at < GRID_STALE_NS)
 			continue;
 		if (!atomic_compare_exchange_strong(&g->key, &w, me | GRID_WRITING))
 			continue;
