@@ -694,56 +694,29 @@ take_pending(void)
 	}
 }
 
-/* A descriptor of this process's for descriptor n of process pid, if that
- * names a regular file (*sb then says which).  pidfd_getfd(2) first: a
- * copy of the descriptor, made without opening anything and without two
- * walks through /proc (about 10 us each: BENCHMARKS 14o).  It needs the
- * right to ptrace pid, which Yama's ptrace_scope 1 gives only over one's
- * descendants; without it, through /proc, by an O_PATH descriptor first:
- * opening whatever the number names by now (a device, after an exec) could
- * have effects of its own.  Returns the descriptor (close-on-exec) or -1. */
-static int
-fd_of(pid_t pid, int n, struct stat *sb)
-{
-	char path[64];
-	int p, fd;
-
-	if (n < 0)
-		return -1;
-	p = (int)syscall(SYS_pidfd_open, pid, 0);
-	fd = p < 0 ? -1 : (int)syscall(SYS_pidfd_getfd, p, n, 0);
-	if (p >= 0)
-		close(p);
-	if (fd < 0 && (errno == EPERM || errno == EACCES || errno == ENOSYS)) {
-		snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)pid, n);
-		p = open(path, O_PATH | O_CLOEXEC);
-		if (p < 0)
-			return -1;
-		if (fstat(p, sb) == 0 && S_ISREG(sb->st_mode)) {
-			snprintf(path, sizeof(path), "/proc/self/fd/%d", p);
-			fd = open(path, O_RDWR | O_CLOEXEC | O_NOCTTY);
-		}
-		close(p);
-	}
-	if (fd >= 0 && (fstat(fd, sb) || !S_ISREG(sb->st_mode))) {
-		close(fd);
-		fd = -1;
-	}
-	return fd;
-}
-
-/* Descriptor n of process pid, if it is still the memfd `id` (device and
- * inode) the process announced. */
+/* Open descriptor n of process pid if it is still the memfd `id` (device
+ * and inode) the process announced.  Looked at through an O_PATH
+ * descriptor first: opening whatever the number names by now (a device,
+ * after an exec) could have effects of its own. */
 static int
 their_fd(pid_t pid, int n, const uint64_t *id)
 {
+	char path[64];
 	struct stat sb;
-	int fd = fd_of(pid, n, &sb);
+	int p, fd = -1;
 
-	if (fd >= 0 && (id[0] != (uint64_t)sb.st_dev || id[1] != (uint64_t)sb.st_ino)) {
-		close(fd);
-		fd = -1;
+	if (n < 0)
+		return -1;
+	snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)pid, n);
+	p = open(path, O_PATH | O_CLOEXEC);
+	if (p < 0)
+		return -1;
+	if (fstat(p, &sb) == 0 && S_ISREG(sb.st_mode) && id[0] == (uint64_t)sb.st_dev &&
+	    id[1] == (uint64_t)sb.st_ino) {
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", p);
+		fd = open(path, O_RDWR | O_CLOEXEC | O_NOCTTY);
 	}
+	close(p);
 	return fd;
 }
 
@@ -1982,13 +1955,14 @@ hand(const char *name)
 static int
 bell_map(const char *name, const char **why)
 {
+	char path[64];
 	struct stat sb;
 	struct bell *b;
 	size_t k = sock_len(name);
 	const char *q = name + k;
 	char *end;
 	long hpid, bfd;
-	int fd;
+	int p, fd = -1;
 
 	if (tree_bell)   /* announced before, and withdrawn (an exec failed) */
 		drop_bell();
@@ -2001,12 +1975,22 @@ bell_map(const char *name, const char **why)
 	bfd = strtol(end + 1, &end, 10);
 	if (*end || bfd < 0 || bfd > INT_MAX)
 		return -1;
-	fd = fd_of((pid_t)hpid, (int)bfd, &sb);
+	/* Through an O_PATH descriptor first, as the helper opens a
+	 * program's (their_fd): opening whatever the number names now
+	 * could have effects of its own. */
+	snprintf(path, sizeof(path), "/proc/%ld/fd/%ld", hpid, bfd);
+	p = open(path, O_PATH | O_CLOEXEC);
 	*why = "its bell cannot be opened (it is gone, not ours, or out of sight)";
-	if (fd < 0)
+	if (p < 0)
 		return -1;
-	if ((uint64_t)sb.st_size < sizeof(*b) || fcntl(fd, F_GET_SEALS) < 0) {
-		close(fd);
+	if (fstat(p, &sb) == 0 && S_ISREG(sb.st_mode) && (uint64_t)sb.st_size >= sizeof(*b)) {
+		snprintf(path, sizeof(path), "/proc/self/fd/%d", p);
+		fd = open(path, O_RDWR | O_CLOEXEC | O_NOCTTY);
+	}
+	close(p);
+	if (fd < 0 || fcntl(fd, F_GET_SEALS) < 0) {
+		if (fd >= 0)
+			close(fd);
 		return -1;
 	}
 	b = mmap(NULL, sizeof(*b), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);

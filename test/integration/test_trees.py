@@ -17,7 +17,6 @@ from common import (PROG, SHIM, ShimTest, clean_env, have_go, helper_log, pprof_
 from test_upload import Peer
 
 SPIN = os.path.join(PROG, "spin")
-NO_GETFD = os.path.join(PROG, "no_pidfd_getfd")
 
 
 class Trees(ShimTest):
@@ -679,26 +678,6 @@ class Trees(ShimTest):
         # (env and dash are stripped: the expiries added at their exec,
         # under their entry point, show as env+0x..., as without a tree.)
         self.assertEqual([s for s in stacks if "[unknown]" in s or "vdso" in s], [])
-
-    def test_a_program_that_may_not_copy_the_bell_opens_it_through_proc(self):
-        """pidfd_getfd refused (a seccomp filter here; Yama's ptrace_scope 1
-        refuses it to a program the helper is no ancestor of): the new
-        image opens the bell through /proc/HELPER/fd, puts off joining, and
-        joins the one helper at its first record."""
-        r = run(["bash", "-c", '"%s" "%s" 200; true' % (NO_GETFD, SPIN)], self.env())
-        self.assertEqual((r.rc, r.out, r.err), (0, b"", b""))
-        text = self.log_text()
-        # spin's image (no_pidfd_getfd's pid, exec'd): its last start-up
-        # line is the one before its "profiling".
-        spin = re.findall(r"pyroshim\[(\d+)\]: info: profiling tree \(pid \d+\)", text)[-1]
-        mine = [line for line in text.splitlines() if line.startswith("pyroshim[%s]" % spin)]
-        last = max(i for i, line in enumerate(mine) if "info: profiling tree" in line)
-        self.assertRegex(mine[last - 1], r"this program joins the tree's helper \(pid \d+\) "
-                                         r"when it first records", text)
-        self.assertIn(int(spin), self.joined(), text[-3000:])
-        self.assertEqual(self.helpers_started(), 1, text[-3000:])
-        got, _ = self.cpu_seconds()
-        self.assertLess(abs(got / r.cpu - 1), 0.15, "profiles %.3f s of %.3f s" % (got, r.cpu))
 
     def test_a_scrubbed_environment_makes_a_helper_of_its_own(self):
         """env -i drops PYROSHIM_HELPER: the child cannot know of the tree
