@@ -287,8 +287,8 @@ static int birth_slot = NBIRTHS;
  * time (the first record with every signal blocked). */
 static int wait_slot = NWAITS;
 /* The entry the forking thread reserved for its child (ps_worker_fork_
- * prepare), plus one (0: none), and the pid of the process that forks:
- * per thread, as forks are, and so copied into the child. */
+ * prepare), plus one (0: none), and the pid that reserved it: per thread,
+ * as forks are, and so copied into the child. */
 static PS_TLS int fork_slot;
 static PS_TLS pid_t fork_from;
 /* A member of a tree that put off joining it until its first record
@@ -2427,7 +2427,7 @@ claim(uint64_t from, uint64_t to)
 void
 ps_worker_fork_prepare(void)
 {
-	static int bound;   /* by the forking threads: all write 1 */
+	static _Atomic int bound;
 	uint64_t me = (uint64_t)getpid() << 8;
 	int i;
 
@@ -2435,20 +2435,21 @@ ps_worker_fork_prepare(void)
 	 * parent has not made: the first call of a function through the PLT
 	 * looks it up, and in a fork child that pages in the loader's lookup
 	 * (35 of a shell's child's 120 us: BENCHMARKS 14o).  The handler
-	 * unmaps its parent's tables; this munmap fails (EINVAL) and only
-	 * binds it here, for every child to inherit. */
-	if (!bound) {
-		bound = 1;
+	 * unmaps its parent's tables and asks for its parent's pid: this
+	 * munmap fails (EINVAL) and getppid is the parent's own; both only
+	 * bind the functions here, for every child to inherit. */
+	if (!atomic_exchange(&bound, 1)) {
 		(void)munmap(NULL, 0);
+		(void)getppid();
 	}
 	fork_slot = 0;
-	fork_from = getpid();
 	if (!tree_bell || !x || !may_defer(x->cfg) || (i = claim(WAIT_FREE, me | WAIT_HELD)) < 0)
 		return;
 	/* Ours until stamped and handed to the child. */
 	tree_bell->waits[i].at = ps_clock_ns(CLOCK_MONOTONIC);
 	atomic_store(&tree_bell->waits[i].word, me | WAIT_FORK);
 	fork_slot = i + 1;
+	fork_from = getpid();
 }
 
 /* Fork child that puts off joining: hold an entry of the bell's `waits`,
@@ -2926,11 +2927,12 @@ ps_worker_child(void)
 		atomic_store(&deferred, DEFER_NONE);
 		return -1;
 	}
-	/* The first process of a new pid namespace (unshare -p -f), pid 1
-	 * there: its parent and the tree's helper are out of its sight, and
-	 * its pid is not the one they see: not of the tree.  One whose parent
-	 * put off joining has no tables either: not profiled. */
-	ppid = getpid() == 1 ? 0 : fork_from;
+	/* A child whose parent is in another pid namespace (unshare -p,
+	 * nsenter -p: getppid() says 0): its parent and the tree's helper are
+	 * out of its sight, and its pid is not the one they see: not of the
+	 * tree.  One whose parent put off joining has no tables either: not
+	 * profiled. */
+	ppid = getppid();
 	if (!ppid && tree_bell) {
 		drop_bell();
 		if (d == DEFER_WAITING) {

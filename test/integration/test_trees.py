@@ -11,6 +11,7 @@ import os
 import re
 import subprocess
 import time
+import unittest
 
 from common import (PROG, SHIM, ShimTest, clean_env, have_go, helper_log, pprof_by_pid, pprof_pids,
                     pprof_raw, pprof_tags, read_folded, run)
@@ -364,6 +365,25 @@ class Trees(ShimTest):
         self.assertEqual(len(children), 3, os.listdir(self.tmp))
         self.assertEqual([(pid, sym) for pid, obj, sym in bound
                           if int(pid) in children and obj.endswith("libpyroshim.so")], [])
+
+    @unittest.skipUnless(subprocess.run(["unshare", "-Urp", "true"], stderr=subprocess.DEVNULL)
+                         .returncode == 0, "no pid namespace for this user")
+    def test_children_in_a_pid_namespace_of_their_own_keep_no_helper(self):
+        """unshare -p without -f: its command stays in the tree's pid
+        namespace, and its children are born in the new one, where their
+        pids are not the ones the helper sees.  They are out of the tree
+        (they make helpers of their own if they record), so nothing of
+        theirs holds the tree's helper, which ends with the tree.  Here
+        the subshell, pid 2 there, is killed when pid 1 (sleep 0.2) ends
+        the namespace, before its first record: with its own pid written
+        in the bell, the helper waited for pid 2 of its own namespace,
+        kthreadd, for ever."""
+        r = run(["bash", "-c", 'unshare -Urp bash -c "sleep 0.2 & (sleep 1; true); true"; true'],
+                self.env({"PYROSCOPE_LOG_LEVEL": "debug"}), timeout=60)
+        self.assertEqual((r.rc, r.out), (0, b""))
+        # bash says so of the subshell, with or without the shim.
+        self.assertRegex(r.err, rb"^(bash: line 1: +\d+ Killed +\( sleep 1; true \)\n)?$")
+        helper_log(self, self.log, timeout=20)
 
     def test_a_program_opens_the_numbers_it_opens_without_the_shim(self):
         """An exec'd program of a tree makes no table before its first
