@@ -18,6 +18,6 @@ ps_next_lookup(void *_Atomic *slot, const char *name)
 	void *p = ps_next(name);
 
 	/* Threads racing here all store the same value. */
-	atomic_store_explicit(slot, p, memory_order_relaxed);
-	return p;
+	atomic_store_explicit(slot, p ? p : PS_NEXT_ABSENT, memory_order_relaxed);
+	return p ? p : PS_NEXT_ABSENT;
 }

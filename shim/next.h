@@ -23,17 +23,26 @@
  * Context: any thread outside signal context; may allocate (dlsym). */
 void *ps_next(const char *name);
 
-/* ps_next(name), stored in *slot.  Context: as ps_next. */
+/* ps_next(name), stored in *slot (PS_NEXT_ABSENT for NULL).  Context: as
+ * ps_next. */
 void *ps_next_lookup(void *_Atomic *slot, const char *name);
 
-/* *slot, looked up by name on first use: one relaxed load afterwards.
+/* What a slot holds once the lookup found nothing: not looked up again
+ * (a fork prepare handler asks for execveat, which glibc before 2.34 does
+ * not have, at every fork). */
+#define PS_NEXT_ABSENT ((void *)-1)
+
+/* *slot, looked up by name on first use: one relaxed load afterwards;
+ * NULL if there is no next definition.
  * Context: as ps_next the first time, async-signal-safe afterwards. */
 PS_SIGSAFE static inline void *
 ps_next_cached(void *_Atomic *slot, const char *name)
 {
 	void *p = atomic_load_explicit(slot, memory_order_relaxed);
 
-	return p ? p : ps_next_lookup(slot, name);
+	if (!p)
+		p = ps_next_lookup(slot, name);
+	return p == PS_NEXT_ABSENT ? NULL : p;
 }
 
 /* real_<fn> of type `type`, for a function without a declaration in the
