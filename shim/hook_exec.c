@@ -75,31 +75,34 @@ after(int was_armed)
 		return rc;                                              \
 	}
 
-EXEC_HOOK(execve, (const char *path, char *const argv[], char *const envp[]),
-	  (path, argv, envp))
-EXEC_HOOK(execv, (const char *path, char *const argv[]), (path, argv))
-EXEC_HOOK(execvp, (const char *file, char *const argv[]), (file, argv))
-EXEC_HOOK(execvpe, (const char *file, char *const argv[], char *const envp[]),
-	  (file, argv, envp))
-EXEC_HOOK(fexecve, (int fd, char *const argv[], char *const envp[]), (fd, argv, envp))
-EXEC_HOOK(execveat, (int dirfd, const char *path, char *const argv[], char *const envp[],
-		     int flags),
+/* The exec family, once: the hooks and the look-up ahead are made from
+ * this one list. */
+#define EXEC_FAMILY(X)                                                        \
+	X(execve, (const char *path, char *const argv[], char *const envp[]),  \
+	  (path, argv, envp))                                                  \
+	X(execv, (const char *path, char *const argv[]), (path, argv))         \
+	X(execvp, (const char *file, char *const argv[]), (file, argv))        \
+	X(execvpe, (const char *file, char *const argv[], char *const envp[]), \
+	  (file, argv, envp))                                                  \
+	X(fexecve, (int fd, char *const argv[], char *const envp[]),           \
+	  (fd, argv, envp))                                                    \
+	X(execveat, (int dirfd, const char *path, char *const argv[],          \
+		     char *const envp[], int flags),                           \
 	  (dirfd, path, argv, envp, flags))
+
+EXEC_FAMILY(EXEC_HOOK)
 
 /* A shell's children each call execve once, and the shell itself never
  * does: looked up at the first call, the C library's execve was looked up
  * again in every child, where dlsym pages in much of the loader
  * (BENCHMARKS 14o).  The fork prepare handler looks them up in the parent
  * instead, whose children inherit the answers. */
+#define RESOLVE(name, params, args) (void)ps_next_cached(&next_##name, #name);
+
 void
 ps_hook_exec_resolve(void)
 {
-	(void)ps_next_cached(&next_execve, "execve");
-	(void)ps_next_cached(&next_execv, "execv");
-	(void)ps_next_cached(&next_execvp, "execvp");
-	(void)ps_next_cached(&next_execvpe, "execvpe");
-	(void)ps_next_cached(&next_fexecve, "fexecve");
-	(void)ps_next_cached(&next_execveat, "execveat");
+	EXEC_FAMILY(RESOLVE)
 }
 
 /* Count the variadic arguments after arg0, up to the terminating NULL. */

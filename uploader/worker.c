@@ -305,8 +305,9 @@ static pid_t defer_parent;
 /* 1 once this program forked while its own notice was pending: the
  * notices of children announced at their fork name it, and are taken with
  * its settings, so its notice is not withdrawn when it ends or execs with
- * nothing recorded (request).  Written by the thread that forks (ps_worker_forked), read at
- * the exit or exec; 0 in a fork child and a new image. */
+ * nothing recorded (request).  Written by the thread that forks
+ * (ps_worker_forked), read at the exit or exec; 0 in a fork child and a
+ * new image. */
 static int forked;
 /* What that first record did, for the info log at the next place that may
  * print (say_deferred): the helper it joined, or why it could not. */
