@@ -63,6 +63,12 @@ static struct {
 	 * outside a tree has fresh pages at its parent's addresses. */
 	struct ps_stacktab st;
 	struct ps_livetab lt;
+	/* A fork child's parent's tables, still mapped: unmapped at its first
+	 * record, not in its fork handler, where that cost a shell's child
+	 * 8-30 us for nothing when it execs at once (BENCHMARKS 14p).  The
+	 * exec or the end unmaps them otherwise. */
+	struct ps_stacktab stale_st;
+	struct ps_livetab stale_lt;
 } g;
 
 static const char *
@@ -293,17 +299,26 @@ PS_SIGSAFE static void first_record(void);
 static void
 drop_tables(void)
 {
-	struct ps_stacktab st = g.st;
-	struct ps_livetab lt = g.lt;
-
 	ps_stacktab_publish(NULL);
+	if (g.st.c) {   /* a grandparent's, if any, went at the parent's join */
+		g.stale_st = g.st;
+		g.stale_lt = g.lt;
+	}
 	memset(&g.st, 0, sizeof(g.st));
 	memset(&g.lt, 0, sizeof(g.lt));
 	if (ps_alloc_mode() == PS_ALLOC_ON)
 		ps_alloc_start(&g.lt, g.cfg.alloc_sample_bytes);
-	ps_shmem_free(st.c, st.map_len);
-	ps_shmem_free(lt.c, lt.map_len);
 	ps_stacktab_defer(first_record);
+}
+
+/* The parent's tables, no longer looked at by anything (drop_tables). */
+PS_SIGSAFE static void
+free_stale(void)
+{
+	ps_shmem_free(g.stale_st.c, g.stale_st.map_len);
+	ps_shmem_free(g.stale_lt.c, g.stale_lt.map_len);
+	g.stale_st.c = NULL;
+	g.stale_lt.c = NULL;
 }
 
 static void
@@ -407,6 +422,7 @@ first_record(void)
 	ps_guard_enter();   /* its sockets' waits are the shim's */
 	if (ps_worker_defer_take()) {
 		ps_stacktab_defer(NULL);   /* profiling_off's last sample comes here */
+		free_stale();
 		made = make_tables(&g.cfg) == 0;
 		ps_worker_join_deferred(made);
 		if (made)

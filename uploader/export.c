@@ -62,8 +62,20 @@ ps_export_free(struct ps_export *x)
 void
 ps_export_abandon(struct ps_export *x)
 {
-	ps_export_setup(x);
-	ps_remote_abandon(&x->remote, x->start_ns);
+	/* Each page of x written in a fork child is copied from its parent's
+	 * (most of 15): a parent whose passes run in its helper left the pass
+	 * state as set up, and then only the start moves, on the page the
+	 * child's pid is written to anyway.  The server's state is the child's
+	 * only if it ever uploads (its own helper). */
+	if (x->ready || x->passes || x->fold_errors || x->incomplete || x->group ||
+	    x->dirfd != -1) {
+		ps_export_setup(x);
+		ps_remote_abandon(&x->remote, x->start_ns);
+		return;
+	}
+	x->start_ns = ps_clock_ns(CLOCK_REALTIME);
+	if (x->remote.on)
+		ps_remote_abandon(&x->remote, x->start_ns);
 }
 
 void

@@ -243,6 +243,11 @@ struct session {
 /* Written by ps_worker_start / ps_worker_child while the process has one
  * thread, read-only after. */
 static struct ctl *c;
+/* A fork child's parent's control block, still mapped: unmapped when the
+ * child makes its own (ctl_new), not in its fork handler, where that cost
+ * a shell's child 30 us for nothing when it execs at once (BENCHMARKS
+ * 14p).  Its exec or end unmaps it otherwise. */
+static struct ctl *stale_c;
 static sem_t *bell;                /* where requests ring: c->wake, or the tree's */
 static struct ps_export *x;
 static uint64_t interval, flush_timeout;
@@ -414,8 +419,11 @@ min_u64(uint64_t a, uint64_t b)
 PS_SIGSAFE static int
 ctl_new(void)
 {
-	struct ctl *m = ps_shmem_new(sizeof(*m));
+	struct ctl *m;
 
+	ps_shmem_free(stale_c, sizeof(*stale_c));
+	stale_c = NULL;
+	m = ps_shmem_new(sizeof(*m));
 	if (!m)
 		return -ENOMEM;
 	if (sem_init(&m->wake, 1, 0) || sem_init(&m->done, 1, 0)) {
@@ -2903,8 +2911,9 @@ ps_worker_child(void)
 	ps_listen_drop();
 	ps_group_forget();
 	lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
-	if (parent)
-		ps_shmem_free(parent, sizeof(*parent));
+	if (parent)   /* a grandparent's, if any, went at the parent's ctl_new */
+		stale_c = parent;
+	ps_shmem_close_fds();   /* the parent's, if it had any open */
 	atomic_store(&deferred_joined, 0);
 	atomic_store(&deferred_why, NULL);
 	atomic_store(&early_has_exit, 0);
