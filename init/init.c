@@ -266,8 +266,6 @@ exec_failed(void)
 	ps_worker_exec_failed();
 }
 
-static void wake_leader(void);
-
 /* What the host side's events do (shim/process.h). */
 static const struct ps_process_ops ops = {
 	.wake = ps_worker_poke,
@@ -277,8 +275,6 @@ static const struct ps_process_ops ops = {
 	.exit_now = exit_now,
 	.set_exit = ps_worker_set_exit,
 	.set_args = ps_worker_set_args,
-	.spawn = wake_leader,
-	.env_entry = ps_worker_env_entry,
 };
 
 /* 1 once the constructor started profiling in this image.  Written by the
@@ -350,21 +346,6 @@ fork_child(void)
 	ps_sampler_child();
 }
 
-/* A child or a thread is about to be made, which is to join this
- * program's tree: a leader that put off its helper makes its first
- * record's tables and starts it now (ps_worker_put_off). */
-static void
-wake_leader(void)
-{
-	ps_guard_enter();
-	if (ps_worker_put_off()) {
-		(void)ps_stacktab_current();
-		ps_worker_wake("its first child or thread");
-	}
-	ps_worker_say();
-	ps_guard_leave();
-}
-
 static void
 on_fork_prepare(void)
 {
@@ -430,50 +411,6 @@ make_tables(const struct ps_config *c)
  * record of another thread meanwhile finds no table and is dropped: the
  * program has one thread until its first pthread_create, which joins
  * first (hook_thread.c). */
-/* Where the C library, the loader and the shim are mapped (dlfo_map_start),
- * for lazy_sample.  Written by the constructor of a leader that put off its
- * helper, before its first sample. */
-static void *code_libc, *code_ld, *code_shim;
-
-static void
-code_ranges(void)
-{
-	struct dl_find_object f;
-
-	if (_dl_find_object((void *)(uintptr_t)getpid, &f) == 0)
-		code_libc = f.dlfo_map_start;
-	if (_dl_find_object((void *)(uintptr_t)_dl_find_object, &f) == 0)
-		code_ld = f.dlfo_map_start;
-	if (_dl_find_object((void *)(uintptr_t)code_ranges, &f) == 0)
-		code_shim = f.dlfo_map_start;
-}
-
-/* After each sample of a leader that put off its helper (ps_sampler_after):
- * its helper now, if the sample interrupted code that holds none of the
- * C library's, the loader's or the shim's locks (the helper is a copy of
- * the program, and would find them held); else at a later sample, or at
- * the next child, thread, exec or exit.  The program has one thread: its
- * first pthread_create starts the helper.  (A sample in a handler of the
- * program's own that interrupted malloc is not told apart: the helper's
- * watchdog then ends it, and that profile is lost.)  _dl_find_object is
- * async-signal-safe. */
-PS_SIGSAFE static void
-lazy_sample(void)
-{
-	uintptr_t pc = ps_sampler_handler_pc();
-	struct dl_find_object f;
-
-	if (!ps_worker_put_off()) {
-		ps_sampler_after(NULL);
-		return;
-	}
-	if (pc && code_libc && code_ld && code_shim &&
-	    (_dl_find_object((void *)pc, &f) != 0 ||
-	     (f.dlfo_map_start != code_libc && f.dlfo_map_start != code_ld &&
-	      f.dlfo_map_start != code_shim)))
-		ps_worker_wake("a CPU sample");
-}
-
 PS_SIGSAFE static void
 first_record(void)
 {
@@ -548,10 +485,6 @@ start(void)
 		return;
 	ps_unwind_init();
 	deferred = ps_worker_defer(c);
-	if (ps_worker_put_off()) {
-		code_ranges();
-		ps_sampler_after(lazy_sample);
-	}
 	if (deferred) {
 		if (c->alloc_enabled)   /* sampling, into tables made at the first sample */
 			ps_alloc_start(&g.lt, c->alloc_sample_bytes);

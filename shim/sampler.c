@@ -11,7 +11,6 @@
 #include <sys/auxv.h>
 #include <sys/syscall.h>
 #include <time.h>
-#include <ucontext.h>
 #include <unistd.h>
 
 #include "shim/bench.h"
@@ -37,10 +36,6 @@ static uint64_t start_grid;       /* the main thread's grid from the image
 /* Thread mode: each thread's own timer and CPU-time baseline.  Owned by
  * the thread; the handler runs on the same thread. */
 static PS_TLS timer_t t_timer;
-static PS_TLS uintptr_t t_handler_pc;   /* ps_sampler_handler_pc */
-/* ps_sampler_after's function.  Written by the constructor and by the
- * function itself (clearing it), read by every handler. */
-static void (*_Atomic after)(void);
 static PS_TLS int t_has_timer;
 static PS_TLS uint64_t t_cpu_seen;
 static PS_TLS uint64_t t_next;    /* thread CPU time of the next expiry */
@@ -129,7 +124,6 @@ handler(int sig, siginfo_t *si, void *uc)
 	uint64_t vals[PS_NVALUES] = { 0 };
 	uint64_t t0 = ps_bench_now();
 	struct ps_stacktab *tab;
-	void (*fn)(void);
 	int saved = errno, depth;
 
 	if (!ps_sigvirt_is_sample(si)) {
@@ -138,7 +132,6 @@ handler(int sig, siginfo_t *si, void *uc)
 		errno = saved;
 		return;
 	}
-	t_handler_pc = (uintptr_t)((ucontext_t *)uc)->uc_mcontext.gregs[REG_RIP];
 	tab = ps_stacktab_current();
 	if (!tab)
 		goto out;
@@ -151,25 +144,9 @@ handler(int sig, siginfo_t *si, void *uc)
 	}
 	depth = ps_unwind_signal(uc, ips, PS_MAX_DEPTH);
 	ps_stacktab_add(tab, ips, depth, depth == PS_MAX_DEPTH, vals);
-	fn = atomic_load_explicit(&after, memory_order_relaxed);
-	if (PS_UNLIKELY(fn != NULL))
-		fn();
 out:
-	t_handler_pc = 0;
 	ps_bench_record(ps_bench_now() - t0);
 	errno = saved;
-}
-
-PS_SIGSAFE uintptr_t
-ps_sampler_handler_pc(void)
-{
-	return t_handler_pc;
-}
-
-PS_SIGSAFE void
-ps_sampler_after(void (*fn)(void))
-{
-	atomic_store(&after, fn);
 }
 
 /* A CPU-time timer delivering the shim's signal, marked as a sample by

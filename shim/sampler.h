@@ -53,17 +53,6 @@ void ps_sampler_thread_start(void *start);
  * Context: any thread, outside the handler; async-signal-safe. */
 int ps_sampler_disarm(void);
 
-/* fn (NULL: none) is called by the handler after each sample it takes,
- * in the handler, until it is set to NULL again.  Context: any thread;
- * async-signal-safe. */
-void ps_sampler_after(void (*fn)(void)) PS_SIGSAFE;
-
-/* In the handler's look-up of the table (where a program's first record
- * makes its tables: stacktab.h, ps_stacktab_defer) and in the function
- * ps_sampler_after names, the address the signal interrupted; 0 anywhere
- * else.  Async-signal-safe. */
-uintptr_t ps_sampler_handler_pc(void) PS_SIGSAFE;
-
 /* Re-arm after a failed exec, if `was_armed`.  Context: any thread. */
 void ps_sampler_rearm(int was_armed);
 

@@ -51,9 +51,6 @@ INDIRECT = {
     # A program that put off joining its tree makes its tables at its
     # first record (init.c registers first_record with ps_stacktab_defer).
     "ps_stacktab_current": ["init/init.c:first_record"],
-    # A leader that put off its helper may start it after a sample (init.c
-    # registers lazy_sample with ps_sampler_after).
-    "shim/sampler.c:handler": ["init/init.c:lazy_sample"],
 }
 
 

@@ -35,7 +35,6 @@
 #include "shim/alloc.h"
 #include "shim/bench.h"
 #include "shim/gostack.h"
-#include "shim/next.h"
 #include "shim/stacktab.h"
 #include "shim/wait.h"
 #include "uploader/group.h"
@@ -270,27 +269,11 @@ static int listen_here;
 
 /* The tree (worker.h): its name, and in the program that leads it, its
  * listening socket and bell until the helper holds them.  Written by the
- * constructor's start(), or by wake(); in the helper, read-only. */
+ * constructor's start(); in the helper, read-only. */
 static char tree_name[64];
 static int tree_fd = -1, tree_bell_fd = -1;
-/* "PYROSHIM_HELPER=" and the tree's whole name, once the helper holds the
- * bell: what an exec passes on in place of the name without it
- * (ps_worker_env_entry).  Written with tree_name, by the leader. */
-static char tree_env[16 + sizeof(tree_name)];
-static size_t tree_env_short;      /* its length without "-HPID-FD" */
-/* A program that leads its tree puts off starting the helper until its
- * first child, thread or CPU sample (ps_worker_defer): most commands make
- * none, and then cost neither a helper nor the tree's socket.  1 until
- * then, taken by compare-and-swap (wake), from any thread or handler.
- * Set by the constructor. */
-static _Atomic int put_off;
-/* What a late start did, for the info log at the next place that may
- * print (say_deferred): the helper's pid, or -errno. */
-static _Atomic int woke;
-static const char *_Atomic woke_at; /* where (ps_worker_wake's `at`) */
-static _Atomic int tree_errno;     /* why tree_open failed, for the same */
 /* The tree's bell, in every process of the tree (a fork child inherits
- * the mapping).  Written by start() in the constructor, or by wake(). */
+ * the mapping).  Written by start() in the constructor. */
 static struct bell *tree_bell;
 /* 1 in the process that leads the tree, the one its caller waits for
  * (an exec'd image of it too): once the tree has other programs, its last
@@ -1774,45 +1757,35 @@ tree_addr(struct sockaddr_un *a, const char *name)
 	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
 }
 
-/* The tree's name, "pyroshim-PID-RANDOM", into tree_name: its socket's.
- * Returns 0, or -1 (no random bytes). */
-static int
-tree_name_new(void)
-{
-	uint64_t r;
-
-	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r))
-		return -1;
-	snprintf(tree_name, sizeof(tree_name), "pyroshim-%d-%016llx", (int)getpid(),
-		 (unsigned long long)r);
-	return 0;
-}
-
-/* Lead a tree: a socket for its programs to join, named in tree_name
- * (tree_name_new), and its bell, both handed to the helper about to be
- * made.  Without them the helper serves this program alone.  Returns 0,
- * or -1 with errno set (tree_name then "").  Async-signal-safe (wake). */
-PS_SIGSAFE static int
+/* Lead a tree: a socket for its programs to join, named in tree_name, and
+ * its bell, both handed to the helper about to be made.  Without them the
+ * helper serves this program alone. */
+static void
 tree_open(void)
 {
 	struct sockaddr_un a;
 	struct bell *b;
+	uint64_t r;
 	socklen_t n;
-	int fd, saved;
+	int fd;
 
+	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r))
+		return;
+	snprintf(tree_name, sizeof(tree_name), "pyroshim-%d-%016llx", (int)getpid(),
+		 (unsigned long long)r);
 	n = tree_addr(&a, tree_name);
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	b = ps_shmem_new(sizeof(*b));
 	if (fd < 0 || !b || ps_shmem_fd(b) < 0 || bind(fd, (struct sockaddr *)&a, n) ||
 	    listen(fd, MAX_PENDING) || sem_init(&b->wake, 1, 0)) {
-		saved = errno;
+		ps_info("uploader: this program's children each make a helper: no socket for "
+			"them to join (%s)", strerror(errno));
 		if (fd >= 0)
 			close(fd);
 		if (b)
 			ps_shmem_free(b, sizeof(*b));
 		tree_name[0] = '\0';
-		errno = saved;
-		return -1;
+		return;
 	}
 	memcpy(b->magic, REG_MAGIC, sizeof(REG_MAGIC));
 	memcpy(b->name, tree_name, sizeof(b->name));
@@ -1821,47 +1794,20 @@ tree_open(void)
 	tree_bell = b;
 	bell = &b->wake;
 	tree_leader = 1;
-	return 0;
-}
-
-/* "-N" after the first `at` bytes of buf (size `room`).  Returns the new
- * length, or 0 if it does not fit.  Async-signal-safe (no snprintf). */
-PS_SIGSAFE static size_t
-put_num(char *buf, size_t at, size_t room, long v)
-{
-	char d[24];
-	int k = 0;
-
-	do
-		d[k++] = (char)('0' + v % 10);
-	while ((v /= 10) > 0 && k < (int)sizeof(d));
-	if (at + 1 + (size_t)k >= room)
-		return 0;
-	buf[at++] = '-';
-	while (k)
-		buf[at++] = d[--k];
-	buf[at] = '\0';
-	return at;
 }
 
 /* The program no longer holds the tree's socket: the helper does, or
- * there is none.  Async-signal-safe. */
-PS_SIGSAFE static void
+ * there is none. */
+static void
 tree_handed_over(int ok)
 {
 	size_t n = strlen(tree_name);
 
 	/* Where the helper holds the bell: an exec'd image maps it from
 	 * there, and announces itself without a word to the helper. */
-	if (ok && n && tree_bell_fd >= 0 &&
-	    (!(n = put_num(tree_name, n, sizeof(tree_name), atomic_load(&c->helper_pid))) ||
-	     !put_num(tree_name, n, sizeof(tree_name), tree_bell_fd)))
-		ok = 0;
-	if (ok && tree_name[0]) {
-		memcpy(tree_env, "PYROSHIM_HELPER=", 16);
-		memcpy(tree_env + 16, tree_name, strlen(tree_name) + 1);
-		tree_env_short = 16 + sock_len(tree_name);
-	}
+	if (ok && n && tree_bell_fd >= 0)
+		snprintf(tree_name + n, sizeof(tree_name) - n, "-%d-%d",
+			 (int)atomic_load(&c->helper_pid), tree_bell_fd);
 	if (tree_fd >= 0)
 		close(tree_fd);
 	tree_fd = tree_bell_fd = -1;   /* the bell's closes with the others */
@@ -2213,74 +2159,6 @@ leads(const char *name)
 	return end != name + 9 && *end == '-' && pid == getpid();
 }
 
-/* A leader that put off its helper (put_off): the tree's socket and bell,
- * and the helper, now, whatever the context.  What it did is said at the
- * next place that may print (say_woke).  Returns 0 (also when it was not
- * put off), or -errno of the helper's start.  Async-signal-safe. */
-PS_SIGSAFE static int
-wake(const char *at)
-{
-	int expected = 1, rc;
-
-	if (!atomic_compare_exchange_strong(&put_off, &expected, 0))
-		return 0;
-	atomic_store(&woke_at, at);
-	if (tree_open())
-		atomic_store(&tree_errno, errno);
-	rc = start_helper();
-	tree_handed_over(rc == 0);
-	atomic_store(&woke, rc ? rc : (int)atomic_load(&c->helper_pid));
-	if (rc)   /* a helper, or a thread, at the next poke or the end (start) */
-		atomic_store(&due, 1);
-	return rc;
-}
-
-/* The C library's environment told the tree's whole name, over the name
- * without it that this leader exported at its start: for the children
- * made from it with no exec hook on the way (system, popen).  With the C
- * library's setenv (bash has one of its own), which allocates the string:
- * a program that frees what it finds in environ (bash) frees that.  Its
- * exec hooks pass the whole name on in any case (ps_worker_env_entry). */
-static void
-env_whole(void)
-{
-	extern char **environ;
-	PS_NEXT(setenv);
-	char **e;
-
-	for (e = environ; e && *e; e++) {
-		if (!ps_worker_env_entry(*e))
-			continue;
-		if (!real_setenv || real_setenv("PYROSHIM_HELPER", tree_env + 16, 1))
-			ps_debug("could not export PYROSHIM_HELPER");
-		return;
-	}
-}
-
-/* What wake() did, in the info log once, and the environment told.
- * Context: where the log may be written (not a signal handler). */
-static void
-say_woke(void)
-{
-	int w, e;
-
-	if (PS_LIKELY(!atomic_load_explicit(&woke, memory_order_relaxed)))
-		return;
-	w = atomic_exchange(&woke, 0);
-	e = atomic_exchange(&tree_errno, 0);
-	if (e)
-		ps_info("uploader: this program's children each make a helper: no socket for "
-			"them to join (%s)", strerror(e));
-	if (w > 0)
-		ps_info("uploader: helper process started (pid %d), at %s", w,
-			atomic_load(&woke_at));
-	else
-		ps_info("uploader: no helper process at %s (%s); another try at the next "
-			"allocation sample, thread or the end", atomic_load(&woke_at), strerror(-w));
-	if (w > 0)
-		env_whole();
-}
-
 /* The helper, or a thread where none can be made.  The process whose
  * constructor starts it joins the tree it was started in, if any, else
  * leads a tree of its own. */
@@ -2317,9 +2195,8 @@ start(void)
 		ps_info("uploader: the tree's helper %s cannot be used (%s); this program makes "
 			"a helper of its own, which its children join", x->cfg->tree_helper, why);
 	}
-	if (listen_here && (tree_name_new() ? (errno = EAGAIN) : tree_open()))
-		ps_info("uploader: this program's children each make a helper: no socket for "
-			"them to join (%s)", strerror(errno));
+	if (listen_here)
+		tree_open();
 	rc = start_helper();
 	tree_handed_over(rc == 0);
 	if (rc == 0) {
@@ -2345,39 +2222,13 @@ may_defer(const struct ps_config *cfg)
 	return !ps_gostack_objects() && !(cfg->trace_correlation && ps_remote_otlp_on(cfg));
 }
 
-/* 1 if a program about to lead its tree may put off its helper: as
- * may_defer; with CPU profiling on, whose samples start the helper soon
- * after the program records anything (an allocation sample or a wait
- * cannot: the C library or the loader may make it holding a lock); none
- * that serves /debug/pprof (the helper listens), nor one whose helper
- * would be a thread (pid 1, a child subreaper: made at start, as
- * before). */
-static int
-may_put_off(const struct ps_config *cfg)
-{
-	int sub = 0;
-
-	return may_defer(cfg) && cfg->cpu_enabled && !cfg->pprof_address[0] && getpid() != 1 &&
-	       !(prctl(PR_GET_CHILD_SUBREAPER, &sub, 0, 0, 0) == 0 && sub);
-}
-
 int
 ps_worker_defer(const struct ps_config *cfg)
 {
-	const char *name = cfg->tree_helper, *why;
+	const char *why;
 
-	/* No tree to join: none named, or one named without its bell (a
-	 * leader's that had no helper yet when this image was exec'd; it
-	 * may have one now, but then the exec would have said so). */
-	if ((!name[0] || name[sock_len(name)] != '-') && may_put_off(cfg)) {
-		if (tree_name_new())
-			return 0;
-		atomic_store(&put_off, 1);
-		atomic_store(&deferred, DEFER_WAITING);
-		return 1;
-	}
-	if (!name[0] || cfg->pprof_address[0] || !may_defer(cfg) || leads(name) ||
-	    bell_map(name, &why))
+	if (!cfg->tree_helper[0] || cfg->pprof_address[0] || !may_defer(cfg) ||
+	    leads(cfg->tree_helper) || bell_map(cfg->tree_helper, &why))
 		return 0;
 	/* The join makes its system calls through syscall(2), which the
 	 * shim interposes (hook_fd.c): its first call looks the C library's
@@ -2385,45 +2236,6 @@ ps_worker_defer(const struct ps_config *cfg)
 	(void)syscall(SYS_getpid);
 	atomic_store(&deferred, DEFER_WAITING);
 	return 1;
-}
-
-PS_SIGSAFE int
-ps_worker_put_off(void)
-{
-	return atomic_load_explicit(&put_off, memory_order_relaxed);
-}
-
-PS_SIGSAFE void
-ps_worker_wake(const char *at)
-{
-	if (atomic_load(&put_off) && c)
-		(void)wake(at);
-}
-
-static void say_deferred(void);
-
-void
-ps_worker_say(void)
-{
-	if (x)
-		say_deferred();
-}
-
-const char *
-ps_worker_env_entry(const char *entry)
-{
-	size_t i;
-
-	/* tree_env is made whole before it is read here (the same thread,
-	 * or a vfork child of it).  Compared by hand: a shell's fork child
-	 * calls this before its exec, where a first call through the PLT
-	 * would page in the loader's look-up (BENCHMARKS 14o). */
-	if (!tree_env_short)
-		return NULL;
-	for (i = 0; i < tree_env_short; i++)
-		if (entry[i] != tree_env[i])
-			return NULL;
-	return entry[i] ? NULL : tree_env;
 }
 
 PS_SIGSAFE int
@@ -2450,30 +2262,10 @@ ps_worker_join_deferred(int made)
 {
 	const char *why = made ? "no memory for its control block" : "no memory for its tables";
 
-	if (atomic_load(&put_off)) {
-		/* The tree's leader: its helper at the next place that may
-		 * fork it (ps_worker_wake). */
-		if (made && ctl_new() == 0) {
-			early_copy();
-		} else {
-			/* No tree: a helper of its own at its end, if it has
-			 * tables (as a fork child outside a tree). */
-			atomic_store(&put_off, 0);
-			tree_name[0] = '\0';
-			listen_here = 0;
-			atomic_store(&due, made);
-			atomic_store(&deferred_why, why);
-		}
-		atomic_store(&deferred, DEFER_NONE);
-		return;
-	}
-
 	if (made && ctl_new() == 0) {
 		reg_fill();
 		early_copy();
-		if (!tree_bell)
-			why = "its parent's tree had no helper when it forked";
-		else if (announce_tables(tree_name, &why) == 0) {
+		if (announce_tables(tree_name, &why) == 0) {
 			helper = 1;
 			atomic_store(&deferred_joined, atomic_load(&tree_bell->helper_pid));
 			atomic_store(&deferred, DEFER_NONE);
@@ -2502,7 +2294,6 @@ say_deferred(void)
 	int pid;
 	const char *why;
 
-	say_woke();
 	if (PS_LIKELY(!atomic_load_explicit(&deferred_joined, memory_order_relaxed) &&
 		      !atomic_load_explicit(&deferred_why, memory_order_relaxed)))
 		return;
@@ -2525,14 +2316,6 @@ ps_worker_start(struct ps_export *e, uint64_t interval_ns, uint64_t flush_timeou
 	listen_here = 1;
 	interval = interval_ns;
 	flush_timeout = flush_timeout_ns;
-	if (atomic_load(&put_off)) {
-		if (e->cfg->tree_helper[0])
-			ps_info("uploader: the tree %s had no helper yet when this program was "
-				"started; it leads a tree of its own", e->cfg->tree_helper);
-		ps_info("uploader: this program leads its tree; its helper starts at its first "
-			"child, thread or CPU sample");
-		return 0;
-	}
 	if (atomic_load(&deferred) == DEFER_WAITING) {
 		snprintf(tree_name, sizeof(tree_name), "%s", e->cfg->tree_helper);
 		ps_info("uploader: this program joins the tree's helper (pid %d) when it first "
@@ -2996,12 +2779,6 @@ ps_worker_flush(uint64_t timeout_ns, int final)
 	if (x)
 		say_deferred();
 	leave_slot(!final);
-	/* A leader that put off its helper, and recorded: it starts now. */
-	if (atomic_load(&put_off) && c && !ps_stacktab_empty(x->st)) {
-		ps_worker_wake(final ? "this program's end, with a profile to write" :
-				       "this program's exec, with a profile to write");
-		say_woke();
-	}
 	/* A fork child that has not started one yet. */
 	if (due_at_end() && ((!c && ctl_new()) || start()))
 		c = NULL;
@@ -3041,8 +2818,6 @@ PS_SIGSAFE void
 ps_worker_exit(uint64_t timeout_ns)
 {
 	leave_slot(0);
-	if (atomic_load(&put_off) && c && !ps_stacktab_empty(x->st))
-		ps_worker_wake("this program's _exit, with a profile to write");
 	if (due_at_end() && ((!c && ctl_new()) || start_helper()))
 		c = NULL;
 	if (!c || (!helper && !running))
@@ -3141,12 +2916,6 @@ ps_worker_child(void)
 	ps_shmem_close_fds();   /* the parent's, if it had any open */
 	atomic_store(&deferred_joined, 0);
 	atomic_store(&deferred_why, NULL);
-	/* A parent whose helper was put off forked without the fork hook
-	 * (daemon(), a raw clone): its tree has no helper, and this child
-	 * joins none (ps_worker_join_deferred). */
-	if (atomic_exchange(&put_off, 0))
-		tree_name[0] = '\0';
-	atomic_store(&woke, 0);
 	atomic_store(&early_has_exit, 0);
 	forked = 0;
 	wait_slot = NWAITS;   /* an entry of the parent's is the parent's */

@@ -18,10 +18,6 @@
  *     for more than errors and there is no log file), and it ends right
  *     after the program, once its last pass is done.
  *
- * A program that leads its tree starts the helper when it is first needed
- * (ps_worker_defer): a command that records nothing and makes no child
- * never has one.
- *
  * exit(), a return from main, _exit and _Exit ask the helper for the last
  * pass and wait for it, at most the flush timeout, so the files are there
  * when the program's exit is seen.  An exec asks for a pass the same way;
@@ -59,47 +55,12 @@ int ps_worker_start(struct ps_export *x, uint64_t interval_ns, uint64_t flush_ti
  * commands a shell or make runs record nothing (one of 1 ms crosses its
  * first expiry once in ten at 100 Hz), and such a command then costs
  * neither a control block, nor tables, nor a message to the helper.
- * Only a member of a tree, not a Go program, and one that neither serves
- * /debug/pprof nor sends a span.  The same for a program that leads its
- * tree (none is named, or the one named has no helper yet): its helper,
- * and the tree's socket, are put off until its first record, thread or
- * child (a fork, posix_spawn; ps_worker_put_off), and a command that has
- * none of these costs no helper at all.  Its children learn the tree's
- * name at once (PYROSHIM_HELPER, ps_worker_tree), and the whole name, with
- * the helper's bell, from the exec that makes them
- * (ps_worker_env_entry).  Returns 1 if put off -- the tables to be made
- * by the caller's function that ps_stacktab_defer names -- else 0.
- * Context: constructor, before ps_worker_start. */
+ * Only a member of a tree (not its leader, whose end waits for the
+ * tree), not a Go program, and one that neither serves /debug/pprof nor
+ * sends a span.  Returns 1 if put off -- the tree's bell mapped, the
+ * tables to be made by the caller's function that ps_stacktab_defer
+ * names -- else 0.  Context: constructor, before ps_worker_start. */
 int ps_worker_defer(const struct ps_config *cfg);
-
-/* 1 while this program leads its tree with its helper put off.  Before
- * it makes a child or a thread, its caller makes its first record's
- * tables (ps_stacktab_current) and calls ps_worker_wake.  Context: any
- * thread; async-signal-safe. */
-int ps_worker_put_off(void) PS_SIGSAFE;
-
-/* Start the helper put off (ps_worker_put_off) now, if the tables are
- * made: the tree's socket and bell, then the helper, a copy of the
- * program.  Only where the program holds none of the C library's or the
- * loader's locks, which the helper would find held: before a fork, vfork,
- * posix_spawn, system, popen or pthread_create; in the signal handler of
- * a CPU sample that interrupted other code; at the exit or exec of a
- * program that recorded (ps_worker_flush, ps_worker_exit do it).  Not at
- * an allocation sample or a kept wait, which the C library or the loader
- * may make holding one (dlopen).  The info log says so, and `at` (where:
- * a static string), at the next place that may print.  Async-signal-safe. */
-void ps_worker_wake(const char *at) PS_SIGSAFE;
-
-/* What a put-off start or join did, in the info log, if it is not said
- * yet.  Context: host thread, outside signal context. */
-void ps_worker_say(void);
-
-/* What an exec passes on in place of the environment entry `entry`
- * ("PYROSHIM_HELPER=" and the name of this tree without the helper's
- * bell): the tree's whole name, once its helper holds the bell; NULL
- * otherwise.  Read-only: also called in a vfork child.  Context: the exec
- * hooks. */
-const char *ps_worker_env_entry(const char *entry);
 
 /* The first record of a program that put off joining: 1 for the one
  * caller that is to make the tables now and then call
@@ -108,9 +69,8 @@ int ps_worker_defer_take(void) PS_SIGSAFE;
 
 /* Join the tree now, the tables made (`made`) or not (no profile then).
  * One that cannot makes a helper of its own at its end, as a fork child
- * outside a tree.  A leader that put off its helper only makes its control
- * block here (ps_worker_wake starts the helper).  Async-signal-safe; the
- * info log says which at the next pass or exit. */
+ * outside a tree.  Async-signal-safe; the info log says which at the next
+ * pass or exit. */
 void ps_worker_join_deferred(int made) PS_SIGSAFE;
 
 /* The name of the tree this process leads or joined ("" if none), and

@@ -212,12 +212,8 @@ class Death(ShimTest):
     def test_the_program_maps_no_library_only_the_helper_needs(self):
         # zlib (pprof, the symbol cache's CRC), libcurl and libdw are
         # loaded by the helper when it needs them, never into the program
-        # (nor is zlib a dependency of the library any more).  CPU
-        # profiling off: cat, waiting, would record nothing, and a leader
-        # with the CPU profiled starts its helper only at its first CPU
-        # sample or child (worker.h, ps_worker_defer).
-        p = subprocess.Popen(["cat"], env=self.env(PYROSCOPE_PROFILING_CPU_ENABLED="false"),
-                             stdin=subprocess.PIPE,
+        # (nor is zlib a dependency of the library any more).
+        p = subprocess.Popen(["cat"], env=self.env(), stdin=subprocess.PIPE,
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         helper = self.helper_of(p.pid)
         with open("/proc/%d/maps" % p.pid) as f:
