@@ -225,6 +225,36 @@ class Trees(ShimTest):
         self.assertEqual(self.helpers_started(), 1, text[-3000:])
         self.assertIn(busy, self.pids_of("tree", "block.pb.gz"), text[-3000:])
 
+    def test_children_of_every_kind_join_the_one_helper(self):
+        """However the leader makes its child -- fork (subprocess), vfork
+        (dash's way), posix_spawn, system, popen -- the child finds the
+        tree in the environment it is given (Python's os.environ, dash's
+        variables: copies made at their start) and joins its one helper:
+        each spin, 30 ms of CPU at 100 Hz (always sampled), is a session of
+        it, and no second helper starts."""
+        env = self.env({"PYROSCOPE_LOG_LEVEL": "debug"})
+        cases = {
+            "fork": ("import subprocess, sys\n"
+                     "subprocess.run([sys.argv[1], '30'], check=True)\n"),
+            "posix_spawn": ("import os, sys\n"
+                            "p = os.posix_spawn(sys.argv[1], [sys.argv[1], '30'], os.environ)\n"
+                            "os.waitpid(p, 0)\n"),
+            "system": "import os, sys\nos.system(sys.argv[1] + ' 30')\n",
+            "popen": "import os, sys\nos.popen(sys.argv[1] + ' 30').read()\n",
+        }
+        cases = [(how, ["python3", "-c", code, SPIN], 1) for how, code in cases.items()]
+        cases.append(("vfork", ["dash", "-c", '"%s" 30; "%s" 30' % (SPIN, SPIN)], 2))
+        for how, argv, spins in cases:
+            with self.subTest(how=how):
+                open(self.log, "w").close()
+                r = run(argv, env)
+                self.assertEqual((r.rc, r.err), (0, b""))
+                text = helper_log(self, self.log)
+                self.assertEqual(self.helpers_started(), 1, text[-3000:])
+                joined = self.joined()
+                self.assertEqual(len(joined), spins, text[-3000:])
+                self.assertEqual(len(set(joined.values())), 1, text[-3000:])
+
     def test_a_fork_child_that_joins_unmaps_its_parents_tables(self):
         """A fork child that puts off joining leaves its parent's tables
         and control block mapped in its fork handler (unmapping them there
