@@ -66,7 +66,8 @@ static struct {
 	/* A fork child's parent's tables, still mapped: unmapped at its first
 	 * record, not in its fork handler, where that cost a shell's child
 	 * 8-30 us for nothing when it execs at once (BENCHMARKS 14p).  The
-	 * exec or the end unmaps them otherwise. */
+	 * exec or the end unmaps them otherwise.  Written by the fork child
+	 * handler and by the first record (every signal blocked). */
 	struct ps_stacktab stale_st;
 	struct ps_livetab stale_lt;
 } g;

@@ -246,7 +246,8 @@ static struct ctl *c;
 /* A fork child's parent's control block, still mapped: unmapped when the
  * child makes its own (ctl_new), not in its fork handler, where that cost
  * a shell's child 30 us for nothing when it execs at once (BENCHMARKS
- * 14p).  Its exec or end unmaps it otherwise. */
+ * 14p).  Its exec or end unmaps it otherwise.  Written by the fork child
+ * handler and by ctl_new, in the thread that makes the control block. */
 static struct ctl *stale_c;
 static sem_t *bell;                /* where requests ring: c->wake, or the tree's */
 static struct ps_export *x;
