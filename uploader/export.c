@@ -22,6 +22,8 @@
 #include "uploader/profiles.h"
 #include "symbolize/symbols.h"
 
+/* What a pass changes, reset; ps_export_abandon tells the same fields
+ * untouched in a fork child: the two lists go together. */
 void
 ps_export_setup(struct ps_export *x)
 {
@@ -66,7 +68,8 @@ ps_export_abandon(struct ps_export *x)
 	 * (most of 15): a parent whose passes run in its helper left the pass
 	 * state as set up, and then only the start moves, on the page the
 	 * child's pid is written to anyway.  The server's state is the child's
-	 * only if it ever uploads (its own helper). */
+	 * only if it ever uploads (its own helper).  The fields
+	 * ps_export_setup resets: */
 	if (x->ready || x->passes || x->fold_errors || x->incomplete || x->group ||
 	    x->dirfd != -1) {
 		ps_export_setup(x);

@@ -2445,9 +2445,11 @@ ps_worker_fork_prepare(void)
 	 * parent has not made: the first call of a function through the PLT
 	 * looks it up, and in a fork child that pages in the loader's lookup
 	 * (35 of a shell's child's 120 us: BENCHMARKS 14o).  The handler
-	 * unmaps its parent's tables and asks for its parent's pid: this
-	 * munmap fails (EINVAL) and getppid is the parent's own; both only
-	 * bind the functions here, for every child to inherit. */
+	 * asks for its parent's pid, and unmaps the tree's bell when that
+	 * says another pid namespace (its parent's tables it leaves mapped
+	 * since 14p): this munmap fails (EINVAL) and getppid is the parent's
+	 * own; both only bind the functions here, for every child to
+	 * inherit. */
 	if (!atomic_exchange(&bound, 1)) {
 		(void)munmap(NULL, 0);
 		(void)getppid();
