@@ -1966,7 +1966,7 @@ static int
 bell_map(const char *name, const char **why)
 {
 	char path[64];
-	struct stat sb;
+	struct stat sb, fb;
 	struct bell *b;
 	size_t k = sock_len(name);
 	const char *q = name + k;
@@ -1986,23 +1986,28 @@ bell_map(const char *name, const char **why)
 	if (*end || bfd < 0 || bfd > INT_MAX)
 		return -1;
 	/* Through an O_PATH descriptor first, as the helper opens a
-	 * program's (their_fd): opening whatever the number names now
-	 * could have effects of its own. */
+	 * program's (their_fd): opening whatever the number names now (the
+	 * helper gone, its pid reused) could have effects of its own.  Then
+	 * the same path again, not /proc/self/fd/N as their_fd does: a new
+	 * process's first look at /proc/self costs it 50 us (BENCHMARKS
+	 * 14q).  The helper never closes its bell, so the number names
+	 * another file a moment later only if the helper died and its pid
+	 * was reused in between; the inodes must still agree. */
 	snprintf(path, sizeof(path), "/proc/%ld/fd/%ld", hpid, bfd);
 	p = open(path, O_PATH | O_CLOEXEC);
 	*why = "its bell cannot be opened (it is gone, not ours, or out of sight)";
 	if (p < 0)
 		return -1;
-	if (fstat(p, &sb) == 0 && S_ISREG(sb.st_mode) && (uint64_t)sb.st_size >= sizeof(*b)) {
-		snprintf(path, sizeof(path), "/proc/self/fd/%d", p);
-		fd = open(path, O_RDWR | O_CLOEXEC | O_NOCTTY);
-	}
+	if (fstat(p, &sb) == 0 && S_ISREG(sb.st_mode) && (uint64_t)sb.st_size >= sizeof(*b))
+		fd = open(path, O_RDWR | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	close(p);
-	if (fd < 0 || fcntl(fd, F_GET_SEALS) < 0) {
-		if (fd >= 0)
-			close(fd);
-		return -1;
+	if (fd >= 0 && (fstat(fd, &fb) || fb.st_dev != sb.st_dev || fb.st_ino != sb.st_ino ||
+			fcntl(fd, F_GET_SEALS) < 0)) {
+		close(fd);
+		fd = -1;
 	}
+	if (fd < 0)
+		return -1;
 	b = mmap(NULL, sizeof(*b), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	close(fd);
 	if (b == MAP_FAILED)
