@@ -547,9 +547,10 @@ image_gone(struct session *s)
 	return !found;
 }
 
-/* The helper's last pass is bounded too: if it hangs (a lock it copied
- * from the program held, a server that never answers), SIGALRM's default
- * action ends it a few seconds past the flush timeout. */
+/* The helper's start-up and last pass are bounded: if either hangs (a
+ * lock it copied from the program held, a server that never answers),
+ * SIGALRM's default action ends it a few seconds past the flush timeout
+ * (helper_main made it the default). */
 static void
 watchdog(void)
 {
@@ -1584,8 +1585,23 @@ helper_main(void)
 	sigset_t all;
 	void *stk;
 
+	/* The kernel's struct sigaction, its mask empty: the same on every
+	 * architecture for SIG_DFL. */
+	static const struct {
+		void (*handler)(int);
+		unsigned long flags;
+		void (*restorer)(void);
+		unsigned long mask;
+	} dfl = { SIG_DFL, 0, NULL, 0 };
+
 	sigfillset(&all);
 	(void)syscall(SYS_rt_sigprocmask, SIG_SETMASK, &all, NULL, _NSIG / 8);
+	/* The helper is a copy of the program: its SIGALRM handler, or a
+	 * SIG_IGN it inherited across exec, would run or void the watchdog.
+	 * The system call, not sigaction(), which the shim virtualizes. */
+	(void)syscall(SYS_rt_sigaction, SIGALRM, &dfl, NULL, _NSIG / 8);
+	watchdog();   /* until the loop runs: a helper started late may
+			 * have copied a lock held by another thread */
 	ps_alloc_off();  /* nothing of the helper's goes in the program's tables */
 	ps_wait_off();
 	ps_log_set_pid(host);
@@ -1610,6 +1626,7 @@ helper_main(void)
 	if (listen_here && ps_listen_start(x, &lock, host))
 		ps_debug("uploader: no listener thread");
 	need_sender(x);
+	(void)alarm(0);
 	/* Reserved, not touched: only what is used becomes resident.  The
 	 * lowest page is the guard. */
 	stk = mmap(NULL, HELPER_STACK, PROT_READ | PROT_WRITE,

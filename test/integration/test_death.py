@@ -209,6 +209,32 @@ class Death(ShimTest):
             time.sleep(0.02)
         self.fail("no helper for %d" % pid)
 
+    def test_the_helpers_watchdog_is_sigalrms_default_action(self):
+        """The helper ends itself with SIGALRM's default action if its
+        start-up or last pass hangs.  It is a copy of the program, so a
+        SIGALRM the program ignores (SIG_IGN survives exec: nohup-style
+        parents) would leave a hung helper running for ever: the helper
+        takes the default back, which /proc shows."""
+        def ignored_and_caught(pid):
+            with open("/proc/%d/status" % pid) as f:
+                fields = dict(l.split(":\t", 1) for l in f.read().splitlines() if ":\t" in l)
+            return int(fields["SigIgn"], 16), int(fields["SigCgt"], 16)
+
+        alrm = 1 << (signal.SIGALRM - 1)
+        p = subprocess.Popen(["cat"], env=self.env(), stdin=subprocess.PIPE,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             preexec_fn=lambda: signal.signal(signal.SIGALRM, signal.SIG_IGN))
+        try:
+            # Named "pyroshim" after it took the default back.
+            helper = self.helper_of(p.pid)
+            ign, _ = ignored_and_caught(p.pid)
+            hign, hcgt = ignored_and_caught(helper)
+        finally:
+            _, err = p.communicate(b"x", timeout=30)
+        self.assertEqual((p.returncode, err), (0, b""))
+        self.assertTrue(ign & alrm, "the program ignores SIGALRM")
+        self.assertEqual((hign & alrm, hcgt & alrm), (0, 0))
+
     def test_the_program_maps_no_library_only_the_helper_needs(self):
         # zlib (pprof, the symbol cache's CRC), libcurl and libdw are
         # loaded by the helper when it needs them, never into the program
