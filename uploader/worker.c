@@ -237,7 +237,6 @@ struct session {
 	struct ps_stacktab st;      /* views of its tables */
 	struct ps_livetab lt;
 	struct ps_export own;
-	size_t len;                 /* this struct's mapping */
 };
 
 /* Written by ps_worker_start / ps_worker_child while the process has one
@@ -635,6 +634,37 @@ session_export(struct session *s)
 	s->x = e;
 }
 
+/* Sessions' memory, kept for the next ones: a new mapping faults in a
+ * page for each of the 9 its settings are copied into (2.5 us each on
+ * these machines), more as its passes run, and unmapping it interrupts
+ * the other processor; a program's tree starts one after another (BENCHMARKS
+ * 14q).  Taken and given back by the helper's loop and its accepting
+ * thread, which does not allocate: mmap, not malloc. */
+#define SESSION_LEN ((sizeof(struct session) + 4095) & ~(size_t)4095)
+#define NSPARE 4
+static struct session *spare[NSPARE];
+static unsigned nspare;
+static pthread_mutex_t spare_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* A session, zeroed, or NULL. */
+static struct session *
+session_new(void)
+{
+	struct session *s = NULL;
+
+	pthread_mutex_lock(&spare_lock);
+	if (nspare)
+		s = spare[--nspare];
+	pthread_mutex_unlock(&spare_lock);
+	if (s)
+		memset(s, 0, SESSION_LEN);
+	else if ((s = mmap(NULL, SESSION_LEN, PROT_READ | PROT_WRITE,
+			   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)) == MAP_FAILED)
+		return NULL;
+	s->pidfd = -1;
+	return s;
+}
+
 static void
 session_unmap(struct session *s)
 {
@@ -646,7 +676,14 @@ session_unmap(struct session *s)
 		(void)munmap(s->lt.c, s->lt.map_len);
 	if (s->pidfd >= 0)
 		close(s->pidfd);
-	(void)munmap(s, s->len);
+	pthread_mutex_lock(&spare_lock);
+	if (nspare < NSPARE) {
+		spare[nspare++] = s;
+		s = NULL;
+	}
+	pthread_mutex_unlock(&spare_lock);
+	if (s)
+		(void)munmap(s, SESSION_LEN);
 }
 
 static int add_session(struct session *s);
@@ -795,7 +832,6 @@ take_birth(struct birth *b, int orphans, int now)
 {
 	const struct ps_export *px = NULL;
 	struct session *s;
-	size_t len = (sizeof(*s) + 4095) & ~(size_t)4095;
 	int fd[3] = { -1, -1, -1 }, i, ok = 0, exec, slot = (int)(b - tree_bell->births);
 	const char *why = "out of memory";
 	uint64_t w = atomic_load_explicit(&b->word, memory_order_acquire);
@@ -840,13 +876,9 @@ take_birth(struct birth *b, int orphans, int now)
 		atomic_store_explicit(&b->word, w, memory_order_release);
 		return;
 	}
-	s = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (s == MAP_FAILED) {
-		s = NULL;
+	s = session_new();
+	if (!s)
 		goto out;
-	}
-	s->len = len;
-	s->pidfd = -1;
 	why = "its parent is gone: nothing to copy the settings from";
 	if (!px && !exec)
 		goto out;
@@ -1442,7 +1474,6 @@ admit(int fd)
 	socklen_t crl = sizeof(cr);
 	struct session *s = NULL;
 	int fds[MAX_FDS] = { -1, -1, -1 }, nfd = 0, i, queued = 0;
-	size_t len = (sizeof(*s) + 4095) & ~(size_t)4095;
 	ssize_t n;
 
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) || cr.uid != getuid() ||
@@ -1455,13 +1486,9 @@ admit(int fd)
 	}
 	if (n != (ssize_t)sizeof(in.r) || reg_check(&in.r) || nfd != 2 + (in.r.has_lt != 0))
 		goto out;
-	s = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (s == MAP_FAILED) {
-		s = NULL;
+	s = session_new();
+	if (!s)
 		goto out;
-	}
-	s->len = len;
-	s->pidfd = -1;
 	memcpy(&s->r, &in.r, sizeof(s->r));
 	s->c = map_fd(fds[0], sizeof(*s->c), NULL, &s->ctl_inode);
 	if (!s->c || !(s->st.c = map_fd(fds[1], s->r.st.map_len, NULL, NULL)))
