@@ -453,6 +453,7 @@ start_export(struct ps_config *c)
 	x->pid = getpid();
 	snprintf(x->app, sizeof(x->app), "%s", c->app_name);
 	shim_range(&x->skip_lo, &x->skip_hi);
+	x->entry = (uintptr_t)getauxval(AT_ENTRY);
 	ps_export_setup(x);
 	ps_export_set_span(x, start_trace(c));
 	(void)ps_remote_setup(&x->remote, c, x->span, x->start_ns);

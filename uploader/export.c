@@ -116,6 +116,10 @@ fold_ready(struct ps_export *x, const struct ps_stacktab *st)
 	if (x->watch)
 		ps_symbols_watch(x->fold.syms, x->watch, x->watch_only,
 				 x->watch_left.text ? &x->watch_left : NULL);
+	/* In the watched program: a helper's own is that of the program it
+	 * was copied from, not a joined one's (BENCHMARKS 14q). */
+	if (x->entry && ps_fold_first_mapping(&x->fold, x->entry))
+		x->fold_errors++;
 	/* Without memory for the DWARF reader, names stay function-level. */
 	if (ps_fold_configure(&x->fold, x->cfg->folded_lines, x->cfg->dwarf_memory,
 			      x->cfg->debuginfod, DWARF_PASS_NS))

@@ -48,6 +48,9 @@ struct ps_export {
 	char app[256];                 /* application name, safe in a file name */
 	char dir[PATH_MAX];            /* local output directory; "" = none */
 	uintptr_t skip_lo, skip_hi;    /* the shim's own code */
+	uintptr_t entry;               /* the program's entry point (AT_ENTRY), in its
+					* own address space: its executable is the first
+					* Mapping (pprof's "File:"); 0 = unknown */
 	/* Trace correlation: the run's root span (not owned) or NULL. */
 	struct ps_span *span;
 	char trace_hex[33], span_hex[17];

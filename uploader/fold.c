@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/auxv.h>
 
 #include "common/clock.h"
 #include "common/hash.h"
@@ -443,10 +442,15 @@ ps_fold_init(struct ps_fold *f, uint32_t nslots, uintptr_t skip_lo, uintptr_t sk
 		ps_fold_free(f);
 		return -ENOMEM;
 	}
-	/* The executable's code first (its entry point is in it), so that it
-	 * is the first Mapping of every profile that samples it. */
-	(void)map_for(f, (uintptr_t)getauxval(AT_ENTRY), &empty);
 	return 0;
+}
+
+int
+ps_fold_first_mapping(struct ps_fold *f, uintptr_t entry)
+{
+	uint32_t map;
+
+	return map_for(f, entry, &map);
 }
 
 int

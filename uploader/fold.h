@@ -129,6 +129,13 @@ struct ps_fold {
 /* Returns 0, -ENOMEM.  skip_lo/skip_hi: the shim's own address range. */
 int ps_fold_init(struct ps_fold *f, uint32_t nslots, uintptr_t skip_lo, uintptr_t skip_hi) PS_WUR;
 
+/* The mapping of `entry`, the program's entry point, made f's first, so
+ * that its executable is the first Mapping of every profile that samples
+ * it (pprof's "File:").  Right after ps_fold_init, and after
+ * ps_symbols_watch for another process's addresses.  Returns 0 or
+ * -ENOMEM. */
+int ps_fold_first_mapping(struct ps_fold *f, uintptr_t entry) PS_WUR;
+
 /* Free everything f holds; *f is then zero. */
 void ps_fold_free(struct ps_fold *f);
 

@@ -67,7 +67,7 @@ struct reg {
 	int has_lt, has_span;
 	int on[PS_NFAMILIES];
 	uint64_t start_ns;
-	uintptr_t skip_lo, skip_hi;
+	uintptr_t skip_lo, skip_hi, entry;
 	char app[256];
 	char dir[PATH_MAX];
 	struct ps_stacktab st;         /* as the program maps them */
@@ -622,6 +622,7 @@ session_export(struct session *s)
 	e->watch_left.cap = sizeof(s->c->maps);
 	e->skip_lo = s->r.skip_lo;
 	e->skip_hi = s->r.skip_hi;
+	e->entry = s->r.entry;
 	snprintf(e->app, sizeof(e->app), "%s", s->r.app);
 	snprintf(e->dir, sizeof(e->dir), "%s", s->r.dir);
 	ps_export_setup(e);
@@ -912,6 +913,7 @@ take_birth(struct birth *b, int orphans, int now)
 		memcpy(s->r.on, px->on, sizeof(s->r.on));
 		s->r.skip_lo = px->skip_lo;
 		s->r.skip_hi = px->skip_hi;
+		s->r.entry = px->entry;   /* the same image */
 		memcpy(s->r.app, px->app, sizeof(s->r.app));
 		memcpy(s->r.dir, px->dir, sizeof(s->r.dir));
 		if (px->span)
@@ -1880,6 +1882,7 @@ reg_fill(void)
 	r->start_ns = x->start_ns;
 	r->skip_lo = x->skip_lo;
 	r->skip_hi = x->skip_hi;
+	r->entry = x->entry;
 	memcpy(r->app, x->app, sizeof(r->app));
 	memcpy(r->dir, x->dir, sizeof(r->dir));
 	r->st = *x->st;

@@ -13,8 +13,8 @@ import subprocess
 import time
 import unittest
 
-from common import (PROG, SHIM, ShimTest, clean_env, have_go, helper_log, pprof_by_pid, pprof_pids,
-                    pprof_raw, pprof_tags, read_folded, run)
+from common import (PROG, SHIM, ShimTest, clean_env, have_go, helper_log, pprof, pprof_by_pid,
+                    pprof_pids, pprof_raw, pprof_tags, read_folded, run)
 from test_upload import Peer
 
 SPIN = os.path.join(PROG, "spin")
@@ -260,6 +260,23 @@ class Trees(ShimTest):
                 self.assertEqual(len(spun), spins, text[-3000:])
                 self.assertLessEqual(spun, set(joined), text[-3000:])
                 self.assertEqual(len(set(joined.values())), 1, text[-3000:])
+
+    @unittest.skipUnless(have_go(), "needs go tool pprof")
+    def test_a_members_profile_names_its_own_executable_first(self):
+        """pprof takes a profile's first Mapping for the program ("File:").
+        A member of a tree is folded in the helper, a copy of the tree's
+        first program: its executable is found from its own entry point,
+        not the helper's.  dd spends its time in the C library's read and
+        write, so that the order of its samples would put libc first."""
+        env = self.env({"PYROSCOPE_LOG_LEVEL": "debug"})
+        del env["PYROSCOPE_APPLICATION_NAME"]
+        r = run(["sh", "-c", "dd if=/dev/zero of=/dev/null bs=64k count=20000 2>/dev/null; "
+                 "dd if=/dev/zero of=/dev/null bs=64k count=20000 2>/dev/null"], env)
+        self.assertEqual((r.rc, r.err), (0, b""))
+        self.assertEqual(self.helpers_started(), 1, helper_log(self, self.log)[-3000:])
+        cpu = [f for f in os.listdir(self.out) if f.startswith("dd.") and f.endswith(".cpu.pb.gz")]
+        self.assertEqual(len(cpu), 1, os.listdir(self.out))
+        self.assertTrue(pprof("-top", os.path.join(self.out, cpu[0])).startswith("File: dd\n"))
 
     def test_a_fork_child_that_joins_unmaps_its_parents_tables(self):
         """A fork child that puts off joining leaves its parent's tables
