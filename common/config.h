@@ -22,8 +22,10 @@
 #define PS_CFG_STR 1024
 
 struct ps_config {
+	/* The numbers first, then the strings every process reads at its start,
+	 * then the rest: each page of this struct a process touches costs it a
+	 * fault (BENCHMARKS 14q). */
 	int enabled;                   /* PYROSCOPE_ENABLED (default 1) */
-	char app_name[256];            /* PYROSCOPE_APPLICATION_NAME, OTEL_SERVICE_NAME, basename(exe) */
 	unsigned sample_rate;          /* PYROSCOPE_SAMPLE_RATE, Hz, 1..1000, default 100 */
 	int cpu_enabled;               /* PYROSCOPE_PROFILING_CPU_ENABLED (default 1) */
 	int cpu_timer;                 /* PYROSCOPE_CPU_TIMER: 0 thread (default), 1 process */
@@ -39,45 +41,45 @@ struct ps_config {
 					* default 256 MiB; 0 = function names only */
 	uint64_t symbol_cache_size;    /* PYROSCOPE_SYMBOL_CACHE_SIZE, bytes of source lines
 					* kept per user across runs, default 64 MiB; 0 = none */
-	char symbol_cache_dir[PATH_MAX]; /* $XDG_CACHE_HOME/pyroshim or ~/.cache/pyroshim;
-					  * "" = none */
 	int debuginfod;                /* DEBUGINFOD_URLS names a server: libdw may fetch
 					* debug information missing on disk */
+	int folded_lines;              /* PYROSCOPE_FOLDED_LINES (default 0) */
+	uint64_t upload_interval_ns;   /* PYROSCOPE_UPLOAD_INTERVAL, default 10 s */
+	uint64_t flush_timeout_ns;     /* PYROSCOPE_FLUSH_TIMEOUT, default 3 s */
+	int log_level;                 /* PYROSCOPE_LOG_LEVEL, enum ps_log_level, default error */
+	int ingest_folded;             /* PYROSCOPE_INGEST_FORMAT=folded (default pprof) */
+	int upload_push;               /* PYROSCOPE_UPLOAD_API=push (default ingest) */
+	int tls_insecure;              /* PYROSCOPE_TLS_INSECURE (default false) */
+	int trace_correlation;         /* PYROSCOPE_TRACE_CORRELATION (default false) */
+	int otlp_disabled;             /* OTEL_SDK_DISABLED=true or OTEL_TRACES_EXPORTER=none */
+	/* Strings.  Upload ones are validated by uploader/upload.c. */
 	char tree_helper[64];          /* PYROSHIM_HELPER: the socket of the helper of the
 					* process tree this process belongs to, set by the
 					* tree's first process (uploader/worker.h); "" =
 					* none, or not a helper's name */
-	int folded_lines;              /* PYROSCOPE_FOLDED_LINES (default 0) */
-	uint64_t upload_interval_ns;   /* PYROSCOPE_UPLOAD_INTERVAL, default 10 s */
-	uint64_t flush_timeout_ns;     /* PYROSCOPE_FLUSH_TIMEOUT, default 3 s */
+	char app_name[256];            /* PYROSCOPE_APPLICATION_NAME, OTEL_SERVICE_NAME, basename(exe) */
+	char pprof_address[256];       /* PYROSCOPE_PPROF_ADDRESS host:port; "" = no listener
+					* (uploader/listen.c validates it) */
+	char span_name[128];           /* PYROSCOPE_SPAN_NAME */
+	char traceparent[256];         /* TRACEPARENT */
+	char server[PS_CFG_STR];       /* PYROSCOPE_SERVER_ADDRESS; "" = local files only */
+	char tags[PS_CFG_STR];         /* PYROSCOPE_TAGS, else PYROSCOPE_LABELS */
+	char otlp_endpoint[PS_CFG_STR];  /* OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, else
+					  * OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces */
+	char symbol_cache_dir[PATH_MAX]; /* $XDG_CACHE_HOME/pyroshim or ~/.cache/pyroshim;
+					  * "" = none */
 	char output_dir[PATH_MAX];     /* PYROSCOPE_OUTPUT_DIR as given; "" = not set, and
 					* init.c then uses ./pyroshim-profiles (made
 					* absolute), or none when a server is set */
-	char server[PS_CFG_STR];       /* PYROSCOPE_SERVER_ADDRESS; "" = local files only */
-	int log_level;                 /* PYROSCOPE_LOG_LEVEL, enum ps_log_level, default error */
 	char log_file[PATH_MAX];       /* PYROSCOPE_LOG_FILE; "" = stderr */
-	/* Upload (uploader/upload.c validates these and warns). */
-	char tags[PS_CFG_STR];         /* PYROSCOPE_TAGS, else PYROSCOPE_LABELS */
+	char ca_file[PATH_MAX];        /* PYROSCOPE_CA_FILE */
+	char tracestate[1024];         /* TRACESTATE */
 	char auth_user[256];           /* PYROSCOPE_BASIC_AUTH_USER */
 	char auth_password[256];       /* PYROSCOPE_BASIC_AUTH_PASSWORD (secret) */
 	char auth_token[PS_CFG_STR];   /* PYROSCOPE_AUTH_TOKEN (secret) */
 	char tenant[256];              /* PYROSCOPE_TENANT_ID */
 	char http_headers[4096];       /* PYROSCOPE_HTTP_HEADERS, JSON (secret) */
-	int ingest_folded;             /* PYROSCOPE_INGEST_FORMAT=folded (default pprof) */
-	int upload_push;               /* PYROSCOPE_UPLOAD_API=push (default ingest) */
-	char pprof_address[256];       /* PYROSCOPE_PPROF_ADDRESS host:port; "" = no listener
-					* (uploader/listen.c validates it) */
-	char ca_file[PATH_MAX];        /* PYROSCOPE_CA_FILE */
-	int tls_insecure;              /* PYROSCOPE_TLS_INSECURE (default false) */
-	/* Trace correlation. */
-	int trace_correlation;         /* PYROSCOPE_TRACE_CORRELATION (default false) */
-	char span_name[128];           /* PYROSCOPE_SPAN_NAME */
-	char traceparent[256];         /* TRACEPARENT */
-	char tracestate[1024];         /* TRACESTATE */
-	char otlp_endpoint[PS_CFG_STR];  /* OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, else
-					  * OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces */
 	char otlp_headers[4096];       /* OTEL_EXPORTER_OTLP_HEADERS (secret) */
-	int otlp_disabled;             /* OTEL_SDK_DISABLED=true or OTEL_TRACES_EXPORTER=none */
 };
 
 /* A function that reads one variable; getenv in production, a table in

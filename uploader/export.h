@@ -45,8 +45,6 @@ struct ps_export {
 	int watch_only;
 	struct ps_maps_left watch_left; /* where it leaves its maps at its end */
 	uint64_t start_ns;             /* wall clock when profiling started */
-	char app[256];                 /* application name, safe in a file name */
-	char dir[PATH_MAX];            /* local output directory; "" = none */
 	uintptr_t skip_lo, skip_hi;    /* the shim's own code */
 	uintptr_t entry;               /* the program's entry point (AT_ENTRY), in its
 					* own address space: its executable is the first
@@ -65,11 +63,16 @@ struct ps_export {
 	int dirfd;                     /* -2: the directory was refused */
 	struct ps_group *group;        /* its local files (not owned) */
 	int incomplete;                /* the last fold was (out of memory) */
-	struct ps_fold fold;
-	struct ps_remote remote;       /* server state; remote.on = 0 without one */
 	/* Counters, shown in the debug log and in profile comments.
 	 * fold_errors: passes whose fold was incomplete (out of memory). */
 	uint64_t passes, fold_errors;
+	/* The large members last, what every process writes at its start
+	 * first: each page of this struct a process touches costs it a fault
+	 * (BENCHMARKS 14q). */
+	struct ps_fold fold;
+	char app[256];                 /* application name, safe in a file name */
+	struct ps_remote remote;       /* server state; remote.on = 0 without one */
+	char dir[PATH_MAX];            /* local output directory; "" = none */
 };
 
 /* Prepare (no allocation yet): reset the pass state and the start time.

@@ -43,22 +43,30 @@
 #include "uploader/tags.h"
 #include "uploader/upload.h"
 
+/* What ps_remote_setup writes without a server comes first, the large
+ * members after: each page of it a process touches costs it a fault
+ * (BENCHMARKS 14q). */
 struct ps_remote {
 	int on;                        /* a valid server is configured */
-	char base[PS_CFG_STR];         /* server URL without user-info or '/' */
-	char user[256], pass[256];
-	/* Copies, not pointers into the configuration: a group's remote
-	 * outlives the program whose configuration made it (group.h). */
-	char bearer[sizeof(((struct ps_config *)0)->auth_token)];
-	char ca_file[sizeof(((struct ps_config *)0)->ca_file)];
-	char app[256];                 /* sanitised application name */
-	struct ps_tags tags;           /* user tags (+ trace tags) */
-	char name[8192];               /* app{tags} */
 	int folded;
 	int push;                      /* PYROSCOPE_UPLOAD_API=push */
 	int push_warned;               /* tags left out: said once */
 	unsigned sample_rate;
 	uint64_t alloc_mean;
+	/* Per-interval state, owned by the uploader. */
+	uint64_t last_until_ns;
+	int64_t (*prev)[PS_F_NVALUES]; /* cumulative values already sent */
+	uint32_t prev_cap;
+	struct ps_upload up;
+	char app[256];                 /* sanitised application name */
+	/* Copies, not pointers into the configuration: a group's remote
+	 * outlives the program whose configuration made it (group.h). */
+	char ca_file[sizeof(((struct ps_config *)0)->ca_file)];
+	struct ps_tags tags;           /* user tags (+ trace tags) */
+	char base[PS_CFG_STR];         /* server URL without user-info or '/' */
+	char user[256], pass[256];
+	char bearer[sizeof(((struct ps_config *)0)->auth_token)];
+	char name[8192];               /* app{tags} */
 	struct ps_headers hdrs;
 	char tenant_line[300];
 	const char *lines[PS_HTTP_MAX_HEADERS];
@@ -67,11 +75,6 @@ struct ps_remote {
 	char otlp_store[4096];
 	char otlp_text[4096];
 	const char *otlp_lines[32];
-	/* Per-interval state, owned by the uploader. */
-	uint64_t last_until_ns;
-	int64_t (*prev)[PS_F_NVALUES]; /* cumulative values already sent */
-	uint32_t prev_cap;
-	struct ps_upload up;
 };
 
 /* 1 if c sends the run's span to an OTLP endpoint (with trace correlation
