@@ -2019,7 +2019,7 @@ bell_map(const char *name, const char **why)
 	const char *q = name + k;
 	char *end;
 	long hpid, bfd;
-	int p, fd = -1;
+	int dir, p, fd = -1;
 
 	if (tree_bell)   /* announced before, and withdrawn (an exec failed) */
 		drop_bell();
@@ -2035,19 +2035,24 @@ bell_map(const char *name, const char **why)
 	/* Through an O_PATH descriptor first, as the helper opens a
 	 * program's (their_fd): opening whatever the number names now (the
 	 * helper gone, its pid reused) could have effects of its own.  Then
-	 * the same path again, not /proc/self/fd/N as their_fd does: a new
+	 * again, not through /proc/self/fd/N as their_fd does: a new
 	 * process's first look at /proc/self costs it 50 us (BENCHMARKS
-	 * 14q).  The helper never closes its bell, so the number names
-	 * another file a moment later only if the helper died and its pid
-	 * was reused in between; the inodes must still agree. */
-	snprintf(path, sizeof(path), "/proc/%ld/fd/%ld", hpid, bfd);
-	p = open(path, O_PATH | O_CLOEXEC);
+	 * 14q).  Both through a descriptor of the helper's /proc directory,
+	 * which names that process for good: once it is gone, they fail
+	 * (ESRCH), even if its pid is reused in between. */
+	snprintf(path, sizeof(path), "/proc/%ld", hpid);
+	dir = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	snprintf(path, sizeof(path), "fd/%ld", bfd);
+	p = dir < 0 ? -1 : openat(dir, path, O_PATH | O_CLOEXEC);
 	*why = "its bell cannot be opened (it is gone, not ours, or out of sight)";
-	if (p < 0)
-		return -1;
-	if (fstat(p, &sb) == 0 && S_ISREG(sb.st_mode) && (uint64_t)sb.st_size >= sizeof(*b))
-		fd = open(path, O_RDWR | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-	close(p);
+	if (p >= 0 && fstat(p, &sb) == 0 && S_ISREG(sb.st_mode) &&
+	    (uint64_t)sb.st_size >= sizeof(*b))
+		fd = openat(dir, path, O_RDWR | O_CLOEXEC | O_NOCTTY);
+	if (p >= 0)
+		close(p);
+	if (dir >= 0)
+		close(dir);
+	/* The helper never closes its bell: the same file, or none. */
 	if (fd >= 0 && (fstat(fd, &fb) || fb.st_dev != sb.st_dev || fb.st_ino != sb.st_ino ||
 			fcntl(fd, F_GET_SEALS) < 0)) {
 		close(fd);
