@@ -546,19 +546,29 @@ image_gone(struct session *s)
 	return !found;
 }
 
-/* The helper's start-up and last pass are bounded: if either hangs (a
- * lock it copied from the program held, a server that never answers),
- * SIGALRM's default action ends it a few seconds past the flush timeout
- * (helper_main made it the default). */
+/* The helper is bounded: if it hangs (a lock it copied from the program
+ * held, in the C library's stdio, malloc or loader, a server that never
+ * answers), SIGALRM's default action ends it (helper_main made it the
+ * default).  Its last pass, which the program may wait for, a few
+ * seconds past the flush timeout; its start-up, and each wake of its
+ * loop, after `s` seconds (LOOP_BOUND_S), where nothing waits for it: a
+ * pass that long is not one that does its work. */
+#define LOOP_BOUND_S 60
 static void
-watchdog(void)
+watchdog_after(unsigned s)
 {
 	sigset_t alrm;
 
 	sigemptyset(&alrm);
 	sigaddset(&alrm, SIGALRM);
 	(void)syscall(SYS_rt_sigprocmask, SIG_UNBLOCK, &alrm, NULL, _NSIG / 8);
-	(void)alarm((unsigned)(flush_timeout / 1000000000ull) + 5);
+	(void)alarm(s);
+}
+
+static void
+watchdog(void)
+{
+	watchdog_after((unsigned)(flush_timeout / 1000000000ull) + 5);
 }
 
 static void
@@ -1253,7 +1263,11 @@ loop(int helper_side)
 		if (helper_side)
 			wake_at = min_u64(wake_at, ps_clock_ns(CLOCK_MONOTONIC) + PS_WORKER_POLL_MS * 1000000ull);
 		ts = to_ts(wake_at);
+		if (helper_side)
+			(void)alarm(0);   /* asleep: nothing to bound */
 		(void)sem_clockwait(bell, CLOCK_MONOTONIC, &ts);
+		if (helper_side)
+			watchdog_after(LOOP_BOUND_S);
 		pthread_mutex_lock(&lock);
 		take_pending();
 		take_births(0);
@@ -1629,15 +1643,16 @@ helper_main(void)
 	 * SIG_IGN it inherited across exec, would run or void the watchdog.
 	 * The system call, not sigaction(), which the shim virtualizes. */
 	(void)syscall(SYS_rt_sigaction, SIGALRM, &dfl, NULL, _NSIG / 8);
-	watchdog();   /* until the loop runs: a helper started late may
-			 * have copied a lock held by another thread */
 	ps_alloc_off();  /* nothing of the helper's goes in the program's tables */
 	ps_wait_off();
 	ps_log_set_pid(host);
 	x->watch = host;
 	(void)setsid();  /* the terminal's signals are for the program */
 	(void)prctl(PR_SET_NAME, "pyroshim", 0, 0, 0);
+	/* Not bounded: closing the program's descriptors may flush a file
+	 * system's writes (NFS, FUSE) for long. */
 	detach_fds(host_pidfd);
+	watchdog_after(LOOP_BOUND_S);   /* then as its loop's wakes */
 	if (root_session(host_pidfd))
 		helper_end();
 	/* Births are for the helper of the tree, not for a fork child's own
@@ -1655,7 +1670,6 @@ helper_main(void)
 	if (listen_here && ps_listen_start(x, &lock, host))
 		ps_debug("uploader: no listener thread");
 	need_sender(x);
-	(void)alarm(0);
 	/* Reserved, not touched: only what is used becomes resident.  The
 	 * lowest page is the guard. */
 	stk = mmap(NULL, HELPER_STACK, PROT_READ | PROT_WRITE,
