@@ -1643,6 +1643,11 @@ helper_main(void)
 	 * SIG_IGN it inherited across exec, would run or void the watchdog.
 	 * The system call, not sigaction(), which the shim virtualizes. */
 	(void)syscall(SYS_rt_sigaction, SIGALRM, &dfl, NULL, _NSIG / 8);
+	/* A program's real-time policy is not for its helper: at the same
+	 * priority, on the same processor, one of them starves the other.
+	 * Lowering it needs no privilege. */
+	if (sched_getscheduler(0) == SCHED_FIFO || sched_getscheduler(0) == SCHED_RR)
+		(void)sched_setscheduler(0, SCHED_OTHER, &(struct sched_param){ 0 });
 	ps_alloc_off();  /* nothing of the helper's goes in the program's tables */
 	ps_wait_off();
 	ps_log_set_pid(host);

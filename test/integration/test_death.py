@@ -235,6 +235,28 @@ class Death(ShimTest):
         self.assertTrue(ign & alrm, "the program ignores SIGALRM")
         self.assertEqual((hign & alrm, hcgt & alrm), (0, 0))
 
+    def test_the_helper_leaves_a_real_time_policy_to_the_program(self):
+        """A program run at a real-time policy (chrt -f): its helper, a
+        copy of it, would share its priority, and on one processor one of
+        the two starves the other.  The helper takes the normal policy."""
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+            os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
+        except PermissionError:
+            self.skipTest("no real-time policy allowed here")
+        p = subprocess.Popen(["cat"], env=self.env(), stdin=subprocess.PIPE,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             preexec_fn=lambda: os.sched_setscheduler(0, os.SCHED_FIFO,
+                                                                      os.sched_param(1)))
+        try:
+            # Named "pyroshim" after it took the normal policy.
+            helper = self.helper_of(p.pid)
+            policies = os.sched_getscheduler(p.pid), os.sched_getscheduler(helper)
+        finally:
+            _, err = p.communicate(b"x", timeout=30)
+        self.assertEqual((p.returncode, err), (0, b""))
+        self.assertEqual(policies, (os.SCHED_FIFO, os.SCHED_OTHER))
+
     def test_the_program_maps_no_library_only_the_helper_needs(self):
         # zlib (pprof, the symbol cache's CRC), libcurl and libdw are
         # loaded by the helper when it needs them, never into the program
