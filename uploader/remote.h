@@ -59,8 +59,9 @@ struct ps_remote {
 	uint32_t prev_cap;
 	struct ps_upload up;
 	char app[256];                 /* sanitised application name */
-	/* Copies, not pointers into the configuration: a group's remote
-	 * outlives the program whose configuration made it (group.h). */
+	/* ca_file, base, user, pass, bearer: copies, not pointers into the
+	 * configuration: a group's remote outlives the program whose
+	 * configuration made it (group.h). */
 	char ca_file[sizeof(((struct ps_config *)0)->ca_file)];
 	struct ps_tags tags;           /* user tags (+ trace tags) */
 	char base[PS_CFG_STR];         /* server URL without user-info or '/' */

@@ -546,14 +546,16 @@ image_gone(struct session *s)
 	return !found;
 }
 
-/* The helper is bounded: if it hangs (a lock it copied from the program
- * held, in the C library's stdio, malloc or loader, a server that never
- * answers), SIGALRM's default action ends it (helper_main made it the
- * default).  Its last pass, which the program may wait for, a few
- * seconds past the flush timeout; its start-up, and each wake of its
- * loop, after `s` seconds (LOOP_BOUND_S), where nothing waits for it: a
- * pass that long is not one that does its work. */
-#define LOOP_BOUND_S 60
+/* The helper is bounded where it can be: if it hangs (a lock it copied
+ * from the program held, in the C library's stdio, malloc or loader, a
+ * server that never answers), SIGALRM's default action ends it
+ * (helper_main made it the default).  Its last pass, which the program
+ * may wait for, a few seconds past the flush timeout; its start-up after
+ * START_BOUND_S.  Not its periodic passes: one may wait on a debuginfod
+ * server for minutes (its timeout is 90 s a connection) and be doing its
+ * work, so a lock copied from another thread that hangs one hangs the
+ * helper for good. */
+#define START_BOUND_S 60
 static void
 watchdog_after(unsigned s)
 {
@@ -648,9 +650,9 @@ session_export(struct session *s)
 /* Sessions' memory, kept for the next ones: a new mapping faults in a
  * page for each of the 9 its settings are copied into (2.5 us each on
  * these machines), more as its passes run, and unmapping it interrupts
- * the other processor; a program's tree starts one after another (BENCHMARKS
- * 14q).  Taken and given back by the helper's loop and its accepting
- * thread, which does not allocate: mmap, not malloc. */
+ * the other processor; a tree's sessions come one after another
+ * (BENCHMARKS 14q).  Taken and given back by the helper's loop and its
+ * accepting thread, which does not allocate: mmap, not malloc. */
 #define SESSION_LEN ((sizeof(struct session) + 4095) & ~(size_t)4095)
 #define NSPARE 4
 static struct session *spare[NSPARE];
@@ -1263,11 +1265,7 @@ loop(int helper_side)
 		if (helper_side)
 			wake_at = min_u64(wake_at, ps_clock_ns(CLOCK_MONOTONIC) + PS_WORKER_POLL_MS * 1000000ull);
 		ts = to_ts(wake_at);
-		if (helper_side)
-			(void)alarm(0);   /* asleep: nothing to bound */
 		(void)sem_clockwait(bell, CLOCK_MONOTONIC, &ts);
-		if (helper_side)
-			watchdog_after(LOOP_BOUND_S);
 		pthread_mutex_lock(&lock);
 		take_pending();
 		take_births(0);
@@ -1657,7 +1655,7 @@ helper_main(void)
 	/* Not bounded: closing the program's descriptors may flush a file
 	 * system's writes (NFS, FUSE) for long. */
 	detach_fds(host_pidfd);
-	watchdog_after(LOOP_BOUND_S);   /* then as its loop's wakes */
+	watchdog_after(START_BOUND_S);
 	if (root_session(host_pidfd))
 		helper_end();
 	/* Births are for the helper of the tree, not for a fork child's own
@@ -1675,6 +1673,7 @@ helper_main(void)
 	if (listen_here && ps_listen_start(x, &lock, host))
 		ps_debug("uploader: no listener thread");
 	need_sender(x);
+	(void)alarm(0);
 	/* Reserved, not touched: only what is used becomes resident.  The
 	 * lowest page is the guard. */
 	stk = mmap(NULL, HELPER_STACK, PROT_READ | PROT_WRITE,
@@ -2066,7 +2065,7 @@ bell_map(const char *name, const char **why)
 	*why = "its bell cannot be opened (it is gone, not ours, or out of sight)";
 	if (p >= 0 && fstat(p, &sb) == 0 && S_ISREG(sb.st_mode) &&
 	    (uint64_t)sb.st_size >= sizeof(*b))
-		fd = openat(dir, path, O_RDWR | O_CLOEXEC | O_NOCTTY);
+		fd = openat(dir, path, O_RDWR | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
 	if (p >= 0)
 		close(p);
 	if (dir >= 0)
