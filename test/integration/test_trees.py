@@ -418,7 +418,9 @@ class Trees(ShimTest):
         parent, child = map(int, r.out.split())
         helper_log(self, self.log)
         text = self.log_text()
-        self.assertRegex(text, r"fork child %d of %d joined the tree" % (child, parent))
+        # G names the parent its fork handler saw: P, or init when P (its
+        # exec'd true) had ended before G ran at all, on a busy machine.
+        self.assertRegex(text, r"fork child %d of (%d|1) joined the tree" % (child, parent))
         self.assertNotIn("not taken", text)
         self.assertEqual(self.helpers_started(), 1, text[-3000:])
         self.assertIn(child, self.pids_of("tree", "block.pb.gz"), text[-3000:])
