@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <link.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
@@ -60,7 +61,12 @@ enum { REQ_NONE, REQ_FINAL, REQ_EXEC };
  * the descriptors of its control block, stack table and (has_lt) live
  * table (a program that joins over the socket).  Both ends must be the
  * same build, which `magic` says. */
-#define REG_MAGIC "pyroshim " PS_VERSION
+/* "pyroshim VERSION BUILD-ID": what the tree's processes check in each
+ * other's bell, registrations and replies, so that two builds of one
+ * version, their structures laid out differently, never take each
+ * other's for their own.  Written by the constructor (magic_init, from
+ * ps_worker_defer) before anything is sent; read-only after. */
+static char magic[32];
 struct reg {
 	char magic[32];
 	uint32_t size;                 /* sizeof(struct reg) */
@@ -180,7 +186,7 @@ struct grid {
  * the helper's descriptor (/proc/PID/fd/N, named in PYROSHIM_HELPER), and
  * checks `magic` and `name` first. */
 struct bell {
-	char magic[32];             /* REG_MAGIC: the same build */
+	char magic[32];             /* magic: the same build */
 	char name[64];              /* the tree's socket's name */
 	sem_t wake;
 	_Atomic int helper_pid;     /* the tree's helper, once it runs */
@@ -825,7 +831,7 @@ session_of(pid_t pid)
 static int
 reg_check(struct reg *r)
 {
-	if (memcmp(r->magic, REG_MAGIC, sizeof(REG_MAGIC)) || r->size != sizeof(*r))
+	if (memcmp(r->magic, magic, sizeof(magic)) || r->size != sizeof(*r))
 		return -1;
 	r->cfg.app_name[sizeof(r->cfg.app_name) - 1] = '\0';
 	r->app[sizeof(r->app) - 1] = r->dir[sizeof(r->dir) - 1] = '\0';
@@ -1446,7 +1452,7 @@ hand_over(const struct hand *h, pid_t pid, int *fds, int nfd)
 	int slot = h->slot;
 
 	/* (pid 0: a program in a pid namespace this helper does not see.) */
-	if (memcmp(h->magic, REG_MAGIC, sizeof(REG_MAGIC)) || slot < 0 || slot >= NBIRTHS ||
+	if (memcmp(h->magic, magic, sizeof(magic)) || slot < 0 || slot >= NBIRTHS ||
 	    !tree_bell || pid <= 0) {
 		while (nfd > 0)
 			close(fds[--nfd]);
@@ -1482,7 +1488,7 @@ admit(int fd)
 		struct reg r;
 		struct hand h;
 	} in;
-	struct reg_reply rep = { REG_MAGIC, 0 };
+	struct reg_reply rep = { { 0 }, 0 };
 	struct timeval tv = { 1, 0 };
 	struct ucred cr;
 	socklen_t crl = sizeof(cr);
@@ -1527,6 +1533,7 @@ admit(int fd)
 	}
 	pthread_mutex_unlock(&lock);
 	if (queued) {
+		memcpy(rep.magic, magic, sizeof(magic));
 		rep.pid = (int32_t)getpid();
 		/* Unanswered, the program gives up and makes its own
 		 * helper: the session then ends with the program. */
@@ -1852,7 +1859,7 @@ tree_open(void)
 		tree_name[0] = '\0';
 		return;
 	}
-	memcpy(b->magic, REG_MAGIC, sizeof(REG_MAGIC));
+	memcpy(b->magic, magic, sizeof(magic));
 	memcpy(b->name, tree_name, sizeof(b->name));
 	tree_fd = fd;
 	tree_bell_fd = ps_shmem_fd(b);
@@ -1892,7 +1899,7 @@ reg_fill(void)
 {
 	struct reg *r = &c->r;
 
-	memcpy(r->magic, REG_MAGIC, sizeof(REG_MAGIC));
+	memcpy(r->magic, magic, sizeof(magic));
 	r->size = sizeof(*r);
 	r->has_lt = x->lt != NULL;
 	r->has_span = x->span != NULL;
@@ -2011,7 +2018,7 @@ hand(const char *name)
 	if (nfd < 0)
 		return -1;
 	memset(&h, 0, sizeof(h));
-	memcpy(h.magic, REG_MAGIC, sizeof(REG_MAGIC));
+	memcpy(h.magic, magic, sizeof(magic));
 	h.slot = birth_slot;
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
@@ -2084,7 +2091,7 @@ bell_map(const char *name, const char **why)
 		return -1;
 	tree_bell = b;
 	*why = "its bell is not this tree's, or another build's";
-	if (memcmp(b->magic, REG_MAGIC, sizeof(REG_MAGIC)) || strncmp(b->name, name, k) ||
+	if (memcmp(b->magic, magic, sizeof(magic)) || strncmp(b->name, name, k) ||
 	    b->name[k] || atomic_load(&b->helper_pid) != hpid || !tree_alive()) {
 		(void)munmap(b, sizeof(*b));
 		tree_bell = NULL;
@@ -2191,7 +2198,7 @@ join(const char *name, const char **why)
 	else
 		while (nb > 0)
 			close(fds[--nb]);
-	if (got != (ssize_t)sizeof(rep) || memcmp(rep.magic, REG_MAGIC, sizeof(REG_MAGIC)) ||
+	if (got != (ssize_t)sizeof(rep) || memcmp(rep.magic, magic, sizeof(magic)) ||
 	    rep.pid <= 0 || bfd < 0) {
 		*why = "it refused this program (another build of pyroshim, or it is ending)";
 		goto fail;
@@ -2298,11 +2305,60 @@ may_defer(const struct ps_config *cfg)
 	return !ps_gostack_objects() && !(cfg->trace_correlation && ps_remote_otlp_on(cfg));
 }
 
+/* dl_iterate_phdr's callback: the build ID of the object holding magic. */
+static int
+magic_of(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	uintptr_t me = (uintptr_t)magic, lo, p, end;
+	const ElfW(Nhdr) *nh;
+	const unsigned char *id;
+	int i, ours = 0;
+	size_t k;
+
+	(void)size;
+	for (i = 0; i < info->dlpi_phnum; i++) {
+		lo = info->dlpi_addr + info->dlpi_phdr[i].p_vaddr;
+		if (info->dlpi_phdr[i].p_type == PT_LOAD && me >= lo &&
+		    me - lo < info->dlpi_phdr[i].p_memsz)
+			ours = 1;
+	}
+	for (i = 0; ours && i < info->dlpi_phnum; i++) {
+		if (info->dlpi_phdr[i].p_type != PT_NOTE)
+			continue;
+		p = info->dlpi_addr + info->dlpi_phdr[i].p_vaddr;
+		end = p + info->dlpi_phdr[i].p_memsz;
+		while (p + sizeof(*nh) <= end) {
+			nh = (const void *)p;
+			id = (const unsigned char *)(p + sizeof(*nh) + ((nh->n_namesz + 3) & ~3u));
+			if ((uintptr_t)id + nh->n_descsz > end)
+				break;
+			if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 &&
+			    !memcmp((const char *)(nh + 1), "GNU", 4)) {
+				for (k = 0; k < nh->n_descsz && k < 8; k++)
+					snprintf((char *)arg + 2 * k, 3, "%02x", id[k]);
+				return 1;
+			}
+			p = (uintptr_t)id + ((nh->n_descsz + 3) & ~3u);
+		}
+	}
+	return ours;
+}
+
+static void
+magic_init(void)
+{
+	char id[17] = "";
+
+	(void)dl_iterate_phdr(magic_of, id);
+	snprintf(magic, sizeof(magic), "pyroshim %s %s", PS_VERSION, id);
+}
+
 int
 ps_worker_defer(const struct ps_config *cfg)
 {
 	const char *why;
 
+	magic_init();
 	if (!cfg->tree_helper[0] || cfg->pprof_address[0] || !may_defer(cfg) ||
 	    leads(cfg->tree_helper) || bell_map(cfg->tree_helper, &why))
 		return 0;

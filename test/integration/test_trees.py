@@ -261,6 +261,29 @@ class Trees(ShimTest):
                 self.assertLessEqual(spun, set(joined), text[-3000:])
                 self.assertEqual(len(set(joined.values())), 1, text[-3000:])
 
+    def test_another_build_of_the_same_version_keeps_to_itself(self):
+        """The tree's processes check each other's build, not only the
+        version: two builds of one version may lay their structures out
+        differently.  A child preloading the same library without its
+        build ID (objcopy) is refused and makes a helper of its own, and
+        both profiles are written."""
+        other = os.path.join(self.tmp, "libpyroshim-other.so")
+        subprocess.run(["objcopy", "--remove-section", ".note.gnu.build-id", SHIM, other],
+                       check=True)
+        env = self.env({"PYROSCOPE_LOG_LEVEL": "debug"})
+        del env["PYROSCOPE_APPLICATION_NAME"]
+        r = run(["sh", "-c", "LD_PRELOAD=%s %s 30" % (other, SPIN)], env)
+        self.assertEqual((r.rc, r.err), (0, b""))
+        deadline = time.monotonic() + 20
+        while self.log_text().count("uploader: helper used") < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        text = self.log_text()
+        self.assertIn("another build of pyroshim", text)
+        self.assertEqual(self.helpers_started(), 2, text[-3000:])
+        self.assertEqual(self.joined(), {}, text[-3000:])
+        self.assertTrue(any(f.startswith("spin.") and f.endswith(".cpu.pb.gz")
+                            for f in os.listdir(self.out)), os.listdir(self.out))
+
     @unittest.skipUnless(have_go(), "needs go tool pprof")
     def test_a_members_profile_names_its_own_executable_first(self):
         """pprof takes a profile's first Mapping for the program ("File:").
