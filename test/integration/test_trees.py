@@ -265,8 +265,8 @@ class Trees(ShimTest):
         """The tree's processes check each other's build, not only the
         version: two builds of one version may lay their structures out
         differently.  A child preloading the same library without its
-        build ID (objcopy) is refused and makes a helper of its own, and
-        both profiles are written."""
+        build ID (objcopy) is refused, makes a helper of its own, and its
+        profile is written."""
         other = os.path.join(self.tmp, "libpyroshim-other.so")
         subprocess.run(["objcopy", "--remove-section", ".note.gnu.build-id", SHIM, other],
                        check=True)
