@@ -46,3 +46,31 @@ ps_dl_load(const char *name, const struct ps_dl_sym *syms, size_t n, void *api, 
 	}
 	return dl;
 }
+
+const void *
+ps_dl_note(const struct dl_phdr_info *info, uint32_t type, const char owner[4], size_t *len)
+{
+	const ElfW(Nhdr) *nh;
+	uintptr_t p, end;
+	size_t i, step;
+
+	for (i = 0; i < info->dlpi_phnum; i++) {
+		if (info->dlpi_phdr[i].p_type != PT_NOTE)
+			continue;
+		p = info->dlpi_addr + info->dlpi_phdr[i].p_vaddr;
+		end = p + info->dlpi_phdr[i].p_memsz;
+		while (end - p >= sizeof(*nh)) {
+			nh = (const void *)p;
+			step = sizeof(*nh) + ((nh->n_namesz + 3) & ~3u) + ((nh->n_descsz + 3) & ~3u);
+			if (step > end - p)
+				break;
+			if (nh->n_type == type && nh->n_namesz == 4 &&
+			    !memcmp((const char *)(nh + 1), owner, 4)) {
+				*len = nh->n_descsz;
+				return (const char *)(nh + 1) + 4;
+			}
+			p += step;
+		}
+	}
+	return NULL;
+}

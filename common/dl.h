@@ -12,7 +12,9 @@
 #ifndef PS_DL_H
 #define PS_DL_H
 
+#include <link.h>
 #include <stddef.h>
+#include <stdint.h>
 #include "common/ps.h"
 
 struct ps_dl_sym {
@@ -34,5 +36,12 @@ int ps_dl_resolve(void *dl, const struct ps_dl_sym *syms, size_t n, void *api,
  * valid until the next call). */
 void *ps_dl_load(const char *name, const struct ps_dl_sym *syms, size_t n, void *api,
 		 size_t api_len, const char **why);
+
+/* The descriptor of the note of `type` whose owner is the 4 bytes `owner`
+ * (name and padding: "GNU", "Go\0\0") in the PT_NOTE segments of a loaded
+ * object, as dl_iterate_phdr describes it; *len its length.  NULL when it
+ * has none.  Reads the object's memory only. */
+const void *ps_dl_note(const struct dl_phdr_info *info, uint32_t type, const char owner[4],
+		       size_t *len);
 
 #endif

@@ -12,6 +12,7 @@
  */
 #include "shim/gostack.h"
 #include "shim/gopclntab.h"
+#include "common/dl.h"
 
 #include <elf.h>
 #include <errno.h>
@@ -39,34 +40,6 @@ static struct goobj {
 	uintptr_t inj_lo[2], inj_hi[2];
 } objs[MAX_GO_OBJECTS];
 static int nobjs;
-
-/* Does the object carry the Go build-id note? */
-static int
-has_go_note(const struct dl_phdr_info *info)
-{
-	const ElfW(Nhdr) *nh;
-	uintptr_t p, end;
-	size_t i, step;
-
-	for (i = 0; i < info->dlpi_phnum; i++) {
-		if (info->dlpi_phdr[i].p_type != PT_NOTE)
-			continue;
-		p = info->dlpi_addr + info->dlpi_phdr[i].p_vaddr;
-		end = p + info->dlpi_phdr[i].p_memsz;
-		while (end - p >= sizeof(*nh)) {
-			nh = (const void *)p;
-			step = sizeof(*nh) + ((nh->n_namesz + 3) & ~3u) + ((nh->n_descsz + 3) & ~3u);
-			if (step > end - p)
-				break;
-			/* The owner is "Go\0\0" (cmd/link: ELF_NOTE_GO_NAME). */
-			if (nh->n_type == NT_GO_BUILDID && nh->n_namesz == 4 &&
-			    !memcmp((const char *)(nh + 1), "Go\0\0", 4))
-				return 1;
-			p += step;
-		}
-	}
-	return 0;
-}
 
 static int
 read_at(int fd, void *buf, size_t len, uint64_t off)
@@ -168,13 +141,16 @@ add_object(struct dl_phdr_info *info, size_t size, void *data)
 	const char *path = info->dlpi_name;
 	struct goobj *o = &objs[nobjs];
 	uint64_t pcln = 0, pcln_size = 0, text = 0, text_size = 0, lo, len, start;
+	size_t idlen;
 	const void *tab;
 
 	(void)size;
 	(void)data;
 	if (nobjs == MAX_GO_OBJECTS)
 		return 1;
-	if (!has_go_note(info))
+	/* An object is Go code when it carries the Go build-id note (its
+	 * owner "Go\0\0": cmd/link's ELF_NOTE_GO_NAME). */
+	if (!ps_dl_note(info, NT_GO_BUILDID, "Go\0\0", &idlen))
 		return 0;
 	if (!path || !path[0]) {
 		/* The program itself: by /proc, or by the name it was run as

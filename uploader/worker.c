@@ -30,6 +30,7 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#include "common/dl.h"
 #include "common/guard.h"
 #include "common/log.h"
 #include "common/shmem.h"
@@ -2305,43 +2306,29 @@ may_defer(const struct ps_config *cfg)
 	return !ps_gostack_objects() && !(cfg->trace_correlation && ps_remote_otlp_on(cfg));
 }
 
-/* dl_iterate_phdr's callback: the build ID of the object holding magic. */
+/* dl_iterate_phdr's callback: the build ID of the object holding magic,
+ * its first 8 bytes in hex, into arg. */
 static int
 magic_of(struct dl_phdr_info *info, size_t size, void *arg)
 {
-	uintptr_t me = (uintptr_t)magic, lo, p, end;
-	const ElfW(Nhdr) *nh;
+	uintptr_t me = (uintptr_t)magic, lo;
 	const unsigned char *id;
-	int i, ours = 0;
-	size_t k;
+	size_t k, len;
+	int i;
 
 	(void)size;
 	for (i = 0; i < info->dlpi_phnum; i++) {
 		lo = info->dlpi_addr + info->dlpi_phdr[i].p_vaddr;
 		if (info->dlpi_phdr[i].p_type == PT_LOAD && me >= lo &&
 		    me - lo < info->dlpi_phdr[i].p_memsz)
-			ours = 1;
+			break;
 	}
-	for (i = 0; ours && i < info->dlpi_phnum; i++) {
-		if (info->dlpi_phdr[i].p_type != PT_NOTE)
-			continue;
-		p = info->dlpi_addr + info->dlpi_phdr[i].p_vaddr;
-		end = p + info->dlpi_phdr[i].p_memsz;
-		while (p + sizeof(*nh) <= end) {
-			nh = (const void *)p;
-			id = (const unsigned char *)(p + sizeof(*nh) + ((nh->n_namesz + 3) & ~3u));
-			if ((uintptr_t)id + nh->n_descsz > end)
-				break;
-			if (nh->n_type == NT_GNU_BUILD_ID && nh->n_namesz == 4 &&
-			    !memcmp((const char *)(nh + 1), "GNU", 4)) {
-				for (k = 0; k < nh->n_descsz && k < 8; k++)
-					snprintf((char *)arg + 2 * k, 3, "%02x", id[k]);
-				return 1;
-			}
-			p = (uintptr_t)id + ((nh->n_descsz + 3) & ~3u);
-		}
-	}
-	return ours;
+	if (i == info->dlpi_phnum)
+		return 0;
+	id = ps_dl_note(info, NT_GNU_BUILD_ID, "GNU", &len);
+	for (k = 0; id && k < len && k < 8; k++)
+		snprintf((char *)arg + 2 * k, 3, "%02x", id[k]);
+	return 1;
 }
 
 static void
