@@ -181,30 +181,28 @@ class Death(ShimTest):
 
     def helper_of(self, pid, within=10.0):
         """The pid of the helper of process `pid`: a process named
-        "pyroshim" (prctl) with the same command line (a fork of it) that
-        started after it (not a helper of an earlier one still ending).
-        Found once the program's constructor has made it."""
-        def started(p):
-            with open("/proc/%s/stat" % p) as f:
-                return int(f.read().rsplit(")", 1)[1].split()[19])
+        "pyroshim" (prctl) that maps one of the program's sample tables
+        (a memfd of the same inode).  Found once the program's constructor
+        has made it.  (Matching by command line and start time, in ticks
+        of 10 ms, once took an ending helper of the test before, whose
+        command line was as empty as the program's in the middle of its
+        exec.)"""
+        def tables(p):
+            with open("/proc/%s/maps" % p) as f:
+                return {m.split()[4] for m in f if m.rstrip().endswith("/memfd:pyroshim (deleted)")}
 
-        since = started(pid)
         deadline = time.monotonic() + within
         while time.monotonic() < deadline:
-            # Empty for a moment after the exec that Popen waited for.
-            with open("/proc/%d/cmdline" % pid, "rb") as f:
-                cmdline = f.read()
-            for d in os.listdir("/proc"):
+            mine = tables(pid)
+            for d in os.listdir("/proc") if mine else ():
                 if not d.isdigit() or int(d) == pid:
                     continue
                 try:
                     with open("/proc/%s/comm" % d) as f:
                         comm = f.read().strip()
-                    with open("/proc/%s/cmdline" % d, "rb") as f:
-                        same = f.read() == cmdline
-                    if comm == "pyroshim" and same and started(d) >= since:
+                    if comm == "pyroshim" and tables(d) & mine:
                         return int(d)
-                except (OSError, ValueError, IndexError):
+                except OSError:
                     continue
             time.sleep(0.02)
         self.fail("no helper for %d" % pid)
