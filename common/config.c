@@ -456,7 +456,7 @@ tree_helper(struct ps_config *c, ps_getenv_fn get)
 	const char *v = get("PYROSHIM_HELPER"), *p;
 	size_t n;
 
-	if (!v)
+	if (!v || !*v)
 		return 0;
 	if (strncmp(v, "pyroshim-", 9) == 0 && (n = number(v + 9, '-')) &&
 	    strspn(p = v + 9 + n + 1, "0123456789abcdef") == 16) {
@@ -527,10 +527,21 @@ ps_config_load(struct ps_config *c, ps_getenv_fn get, const char *exe)
 	int bad = 0;
 
 	defaults(c);
+	/* Off means nothing at all: not a word about the other variables. */
+	s = get("PYROSCOPE_ENABLED");
+	if (s && ps_parse_bool(s, &c->enabled) == 0 && !c->enabled)
+		return 0;
+	c->enabled = 1;
 	for (i = 0; i < PS_ARRAY_LEN(vars); i++) {
 		s = get(vars[i].name);
 		if (!s || !*s || store(c, &vars[i], s) == 0)
 			continue;
+		/* The default the message names, even where an alias set
+		 * the field first (PYROSCOPE_LABELS, then a bad
+		 * PYROSCOPE_TAGS: no tags). */
+		if (vars[i].kind == K_STR || vars[i].kind == K_URL || vars[i].kind == K_PATH ||
+		    vars[i].kind == K_SECRET)
+			((char *)c + vars[i].off)[0] = '\0';
 		if (vars[i].kind == K_SECRET)
 			snprintf(shown, sizeof(shown), "(%zu bytes, not shown)", strlen(s));
 		else if (vars[i].kind == K_URL)

@@ -130,7 +130,7 @@ START_TEST(config_tree_helper_only_when_it_is_a_helpers_name)
 		{ "pyroshim-123-0123456789abcde", 0 }, { "pyroshim-123-0123456789abcdef0", 0 },
 		{ "pyroshim--0123456789abcdef", 0 }, { "pyroshim-12x-0123456789abcdef", 0 },
 		{ "pyroshim-123-0123456789ABCDEF", 0 }, { "pyroshim-", 0 }, { "pyro", 0 },
-		{ "", 0 }, { "pyroshim-12345678901-0123456789abcdef", 0 }, { "../etc/passwd", 0 },
+		{ "", 1 } /* unset, as every empty variable */, { "pyroshim-12345678901-0123456789abcdef", 0 }, { "../etc/passwd", 0 },
 		/* where the helper holds the bell */
 		{ "pyroshim-123-0123456789abcdef-456-7", 1 },
 		{ "pyroshim-4294967295-0123456789abcdef-4294967295-2147483647", 1 },
@@ -330,6 +330,46 @@ START_TEST(config_empty_value_means_unset)
 }
 END_TEST
 
+START_TEST(config_bad_tags_fall_back_to_no_tags_not_to_the_alias)
+{
+	struct ps_config c;
+	char err[256], big[1100];
+
+	memset(big, 'x', sizeof(big) - 1);
+	big[sizeof(big) - 1] = '\0';
+	big[0] = 'k';
+	big[1] = '=';
+	set("PYROSCOPE_LABELS", "from=labels");
+	set("PYROSCOPE_TAGS", big);
+	ck_assert_int_eq(load(&c, err, sizeof(err)), 1);
+	ck_assert_ptr_nonnull(strstr(err, "PYROSCOPE_TAGS=k=xxx"));
+	ck_assert_ptr_nonnull(strstr(err, "; using no tags\n"));
+	ck_assert_str_eq(c.tags, "");
+}
+END_TEST
+
+START_TEST(config_disabled_reads_and_prints_nothing_else)
+{
+	struct ps_config c;
+	char err[256];
+
+	set("PYROSCOPE_ENABLED", "false");
+	set("PYROSCOPE_SAMPLE_RATE", "0");
+	set("PYROSHIM_HELPER", "x");
+	set("PYROSCOPE_LOG_LEVEL", "loud");
+	ck_assert_int_eq(load(&c, err, sizeof(err)), 0);
+	ck_assert_str_eq(err, "");
+	ck_assert_int_eq(c.enabled, 0);
+	/* A bad PYROSCOPE_ENABLED is a mistake like any other: on. */
+	set("PYROSCOPE_ENABLED", "nope");
+	set("PYROSCOPE_SAMPLE_RATE", "0");
+	ck_assert_int_eq(load(&c, err, sizeof(err)), 2);
+	ck_assert_int_eq(c.enabled, 1);
+	ck_assert_ptr_nonnull(strstr(err, "PYROSCOPE_ENABLED=nope"));
+	ck_assert_ptr_nonnull(strstr(err, "PYROSCOPE_SAMPLE_RATE=0"));
+}
+END_TEST
+
 START_TEST(config_app_name_falls_back_to_otel_then_executable)
 {
 	struct ps_config c;
@@ -443,6 +483,8 @@ main(void)
 	tcase_add_test(tc, config_secret_values_are_never_printed);
 	tcase_add_test(tc, config_reads_upload_and_trace_settings);
 	tcase_add_test(tc, config_empty_value_means_unset);
+	tcase_add_test(tc, config_bad_tags_fall_back_to_no_tags_not_to_the_alias);
+	tcase_add_test(tc, config_disabled_reads_and_prints_nothing_else);
 	tcase_add_test(tc, config_app_name_falls_back_to_otel_then_executable);
 	tcase_add_test(tc, parsers_accept_documented_forms);
 	tcase_add_test(tc, cpu_signal_accepts_rt_numbers_and_refuses_glibcs);
