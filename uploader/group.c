@@ -600,28 +600,38 @@ write_file(struct ps_group *g, const char *kind, const struct ps_buf *b)
 	return rc;
 }
 
+/* The set's file of this kind, if an earlier pass wrote one, removed. */
+static int
+unlink_kind(struct ps_group *g, const char *kind)
+{
+	char name[NAME_MAX + 1];
+
+	if (g->dirfd < 0 || g->seq < 0)
+		return 0;       /* nothing was written */
+	if (file_name(g, g->seq, kind, name, sizeof(name)) == 0 &&
+	    unlinkat(g->dirfd, name, 0) && errno != ENOENT) {
+		ps_warn("removing %s/%s: %s", g->dir, name, strerror(errno));
+		return -EIO;
+	}
+	return 0;
+}
+
 /* A closing set whose ended processes have no data of family fam: its
  * files, written earlier with the members' samples (which go on in the
  * next set), are removed, so that no sample is in two sets. */
 static int
 unlink_family(struct ps_group *g, const struct ps_family *fam)
 {
-	char name[NAME_MAX + 1], kind[64];
+	char kind[64];
 	size_t k;
 	int rc = 0;
 
-	if (g->dirfd < 0 || g->seq < 0)
-		return 0;       /* nothing was written */
 	for (k = 0; k <= fam->nseries; k++) {
 		if (k < fam->nseries)
 			snprintf(kind, sizeof(kind), "%s.folded", fam->series[k].type);
 		else
 			pprof_kind(fam, kind, sizeof(kind));
-		if (file_name(g, g->seq, kind, name, sizeof(name)) == 0 &&
-		    unlinkat(g->dirfd, name, 0) && errno != ENOENT) {
-			ps_warn("removing %s/%s: %s", g->dir, name, strerror(errno));
-			rc = -EIO;
-		}
+		rc |= unlink_kind(g, kind);
 	}
 	return rc;
 }
@@ -651,7 +661,10 @@ write_family(struct ps_group *g, const struct view *v, const struct ps_family *f
 			continue;
 		}
 		snprintf(kind, sizeof(kind), "%s.folded", fam->series[k].type);
-		rc |= write_file(g, kind, &g->out);
+		/* A series with no sample (nothing live at the end: the
+		 * in-use ones) has no file, as a profile with none has not;
+		 * nor keeps one an earlier pass of the set wrote. */
+		rc |= g->out.len ? write_file(g, kind, &g->out) : unlink_kind(g, kind);
 	}
 	return rc;
 }

@@ -253,6 +253,19 @@ class EveryFunction(AllocTest):
         self.assertEqual(r.rc, 0)
         self.assertFalse([f for f in self.files() if ".alloc" in f or "_space" in f], self.files())
 
+    def test_a_series_with_no_sample_has_no_file(self):
+        """alloc_freed allocates 8 MiB (sampled with p = 1 - e^-16) and
+        frees it: its allocation series have a sample, its in-use series
+        none, and a profile with no sample is not written (pyroshim(7)):
+        no empty in-use folded files.  The pprof holds all four types."""
+        r = run_group([os.path.join(PROG, "alloc_freed")], self.env("freed"), 60)
+        self.assertEqual((r.rc, r.out, r.err), (0, b"", b""))
+        kinds = sorted(f.split(".", 2)[2] for f in self.files())
+        self.assertEqual(kinds, ["alloc.pb.gz", "alloc_objects.folded", "alloc_space.folded"])
+        samples = self.decode(self.alloc_file("freed"))
+        self.assertGreaterEqual(sum(v[A_SPACE] for v, _ in samples), 8 << 20)
+        self.assertEqual(sum(v[I_SPACE] for v, _ in samples), 0)
+
 
 @unittest.skipUnless(have_go(), "go tool pprof is not installed")
 class ThreadsForkCxxSignals(AllocTest):
