@@ -460,8 +460,6 @@ start_export(struct ps_config *c)
 	/* A server that cannot be used falls back to local files. */
 	output_dir(c, x->remote.on, x->dir, sizeof(x->dir));
 	ps_export_check_dir(x);
-	if (ps_listen_configure(c->pprof_address) == 0)
-		ps_listen_bind();
 	if (x->nlabels)
 		ps_info("trace_id %s, root span_id %s", x->trace_hex, x->span_hex);
 	if (ps_worker_start(x, c->upload_interval_ns, c->flush_timeout_ns))
@@ -486,6 +484,11 @@ start(void)
 	    (!c->cpu_enabled && !c->alloc_enabled && !c->block_enabled && !c->mutex_enabled))
 		return;
 	ps_unwind_init();
+	/* Before the tree is looked at: a program that holds the address
+	 * serves /debug/pprof itself; one of a tree that finds it in use
+	 * joins (ps_worker_defer). */
+	if (ps_listen_configure(c->pprof_address) == 0)
+		ps_listen_bind();
 	deferred = ps_worker_defer(c);
 	if (deferred) {
 		if (c->alloc_enabled)   /* sampling, into tables made at the first sample */

@@ -2243,6 +2243,17 @@ leads(const char *name)
 	return end != name + 9 && *end == '-' && pid == getpid();
 }
 
+/* 1 if this program serves /debug/pprof itself, which only a helper of
+ * its own can: it holds the address, or it is an exec'd image of the
+ * tree's leader, whose old helper holds it until it ends (the listener
+ * retries then).  Any other program of a tree that finds the address in
+ * use (the tree's helper serves it, usually) goes without and joins. */
+static int
+serves_pprof(const char *name)
+{
+	return ps_listen_fd() >= 0 || (ps_listen_configured() && leads(name));
+}
+
 /* The helper, or a thread where none can be made.  The process whose
  * constructor starts it joins the tree it was started in, if any, else
  * leads a tree of its own. */
@@ -2254,7 +2265,7 @@ start(void)
 
 	if (listen_here && name[0]) {
 		reg_fill();
-		if (x->cfg->pprof_address[0]) {
+		if (serves_pprof(name)) {
 			why = "this program serves /debug/pprof itself";
 		} else if (!ps_gostack_objects() && announce(name, &why) == 0) {
 			joined = atomic_load(&tree_bell->helper_pid);
@@ -2346,8 +2357,13 @@ ps_worker_defer(const struct ps_config *cfg)
 	const char *why;
 
 	magic_init();
-	if (!cfg->tree_helper[0] || cfg->pprof_address[0] || !may_defer(cfg) ||
-	    leads(cfg->tree_helper) || bell_map(cfg->tree_helper, &why))
+	if (!cfg->tree_helper[0])
+		return 0;
+	if (ps_listen_configured() && !serves_pprof(cfg->tree_helper))
+		ps_info("uploader: PYROSCOPE_PPROF_ADDRESS is in use (the tree's helper serves "
+			"it, or another program): this program does not listen, and joins the tree");
+	if (serves_pprof(cfg->tree_helper) || !may_defer(cfg) || leads(cfg->tree_helper) ||
+	    bell_map(cfg->tree_helper, &why))
 		return 0;
 	/* The join makes its system calls through syscall(2), which the
 	 * shim interposes (hook_fd.c): its first call looks the C library's

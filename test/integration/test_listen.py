@@ -530,12 +530,19 @@ class BadRequests(ListenTest):
         self.assertEqual(sample_types(heap[2]),
                          ["alloc_objects", "alloc_space", "inuse_objects", "inuse_space"])
 
-    def test_a_fork_child_does_not_take_the_port(self):
+    def test_a_fork_child_does_not_take_the_port_and_programs_run_join_the_tree(self):
         # The fork child of sh -c (a subshell running the target) keeps
         # the shim: only the process started with the variable listens, so
-        # the profile served comes from it, never from the child.
+        # the profile served comes from it, never from the child.  The two
+        # exec'd targets find the port taken: they do not listen, say so in
+        # the info log (nothing on stderr), and join sh's tree: their
+        # profiles are in its files, named by sh's pid, not in their own.
+        log = os.path.join(self.tmp, "tree.log")
         env = clean_env({"PYROSCOPE_PPROF_ADDRESS": "127.0.0.1:%d" % self.port,
-                         "PYROSCOPE_OUTPUT_DIR": self.out, "PYROSCOPE_LOG_LEVEL": os.environ.get("LVL", "warn")})
+                         "PYROSCOPE_OUTPUT_DIR": self.out, "PYROSCOPE_LOG_LEVEL": "info",
+                         "PYROSCOPE_LOG_FILE": log,
+                         # Each target's 1 MiB is sampled (p = 1 - e^-16).
+                         "PYROSCOPE_ALLOC_SAMPLE_BYTES": "64KiB"})
         script = "(%s 1 1 %s 60; true) & %s 1 1 %s 60; wait" % (
             TARGET, self.stop_file, TARGET, self.stop_file)
         p = subprocess.Popen(["sh", "-c", script], env=env, stdout=subprocess.PIPE,
@@ -543,16 +550,21 @@ class BadRequests(ListenTest):
         self.procs.append(p)
         self.wait_listening(p)
         status, _, body = http_get(self.port, "/debug/pprof/cmdline")
-        time.sleep(3)    # past the children's 2 s of bind retries
+        time.sleep(0.5)
         with open(self.stop_file, "w"):
             pass
         out, err = p.communicate(timeout=30)
         self.assertEqual(status, 200)
         self.assertEqual(body, b"sh\x00-c\x00" + script.encode())
-        self.assertEqual(out, b"scrape_target: 1 threads, 1 MiB live\n" * 2)
-        # The two exec'd programs found the port taken: one line each.
-        self.assertEqual(len(re.findall(rb"Address already in use", err)), 2, err)
-
+        self.assertEqual((out, err), (b"scrape_target: 1 threads, 1 MiB live\n" * 2, b""))
+        with open(log) as f:
+            text = f.read()
+        self.assertEqual(len(re.findall(r"PYROSCOPE_PPROF_ADDRESS is in use .*: this program "
+                                        r"does not listen, and joins the tree", text)), 2, text)
+        self.assertNotIn("Address already in use", text)
+        self.assertEqual(text.count("helper process started"), 1, text)
+        own = {f.split(".")[1] for f in os.listdir(self.out) if f.startswith("scrape_target.")}
+        self.assertEqual(own, {str(p.pid)}, os.listdir(self.out))
 
 if __name__ == "__main__":
     unittest.main()
