@@ -9,6 +9,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -473,6 +474,20 @@ tree_helper(struct ps_config *c, ps_getenv_fn get)
 	return 1;
 }
 
+/* PYROSHIM_SAID: 16 hex digits, set by a process of the tree that printed
+ * its configuration lines (init.c); anything else is as unset, and the
+ * lines are printed (nothing to say about it: it is ours, and printing is
+ * the safe side). */
+static void
+config_said(struct ps_config *c, ps_getenv_fn get)
+{
+	const char *v = get("PYROSHIM_SAID");
+
+	c->config_said = 0;
+	if (v && strlen(v) == 16 && strspn(v, "0123456789abcdef") == 16)
+		c->config_said = strtoull(v, NULL, 16);
+}
+
 /* The symbol cache's directory: $XDG_CACHE_HOME/pyroshim, else
  * $HOME/.cache/pyroshim (the XDG base directory rules: a relative
  * XDG_CACHE_HOME is ignored); none without either. */
@@ -556,6 +571,7 @@ ps_config_load(struct ps_config *c, ps_getenv_fn get, const char *exe)
 	cache_dir(c, get);
 	debuginfod(c, get);
 	bad += tree_helper(c, get);
+	config_said(c, get);
 	bad += otel_rules(c, get);
 	return bad;
 }

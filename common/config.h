@@ -52,6 +52,9 @@ struct ps_config {
 	int tls_insecure;              /* PYROSCOPE_TLS_INSECURE (default false) */
 	int trace_correlation;         /* PYROSCOPE_TRACE_CORRELATION (default false) */
 	int otlp_disabled;             /* OTEL_SDK_DISABLED=true or OTEL_TRACES_EXPORTER=none */
+	uint64_t config_said;          /* PYROSHIM_SAID: the digest of the configuration lines
+					* the tree's first process to have them printed
+					* (common/log.h); 0 = none */
 	/* Strings.  Upload ones are validated by uploader/upload.c. */
 	char tree_helper[64];          /* PYROSHIM_HELPER: the socket of the helper of the
 					* process tree this process belongs to, set by the

@@ -40,6 +40,16 @@ ps_log_set_pid(int pid)
 	log_pid = pid;
 }
 
+/* Configuration lines held by the constructor (ps_log_config_hold) until
+ * it knows whether the tree's first process said the same: each as its
+ * destination (0 stderr, 1 the log file), its length and its text.
+ * Written by the constructor alone, before any other thread exists. */
+static int holding;
+static char held[8192];
+static size_t nheld;
+
+static void hold_or_write(int fd, const char *line, size_t n);
+
 static void
 emit(const char *prefix, const char *fmt, va_list ap)
 {
@@ -57,11 +67,73 @@ emit(const char *prefix, const char *fmt, va_list ap)
 	if ((size_t)n > sizeof(line) - 2)
 		n = sizeof(line) - 2;
 	line[n++] = '\n';
-	/* A short or failed write of a log line is not worth reporting. */
-	if (write(log_fd >= 0 ? log_fd : STDERR_FILENO, line, (size_t)n) < 0)
-		(void)0;
+	hold_or_write(log_fd, line, (size_t)n);
 out:
 	errno = saved;
+}
+
+static void
+write_line(int fd, const char *line, size_t n)
+{
+	/* A short or failed write of a log line is not worth reporting. */
+	if (write(fd >= 0 ? fd : STDERR_FILENO, line, n) < 0)
+		(void)0;
+}
+
+static void
+hold_or_write(int fd, const char *line, size_t n)
+{
+	if (!holding || strncmp(line, "pyroshim: ", 10)) {
+		write_line(fd, line, n);
+		return;
+	}
+	if (nheld + 3 + n > sizeof(held)) {   /* more than fits: say them now */
+		(void)ps_log_config_release(0, "");
+		write_line(fd, line, n);
+		return;
+	}
+	held[nheld] = (char)(fd >= 0);
+	held[nheld + 1] = (char)(n >> 8);
+	held[nheld + 2] = (char)(n & 0xff);
+	memcpy(held + nheld + 3, line, n);
+	nheld += 3 + n;
+}
+
+void
+ps_log_config_hold(void)
+{
+	holding = 1;
+	nheld = 0;
+}
+
+static uint64_t
+fnv1a(uint64_t h, const char *p, size_t n)
+{
+	while (n--) {
+		h ^= (unsigned char)*p++;
+		h *= 1099511628211ull;
+	}
+	return h;
+}
+
+uint64_t
+ps_log_config_release(uint64_t said, const char *log_file)
+{
+	uint64_t h;
+	size_t i, n;
+
+	holding = 0;
+	h = fnv1a(14695981039346656037ull, log_file, strlen(log_file) + 1);
+	h = fnv1a(h, held, nheld);
+	h = h ? h : 1;
+	if (nheld && h != said)
+		for (i = 0; i < nheld; i += 3 + n) {
+			n = (size_t)(unsigned char)held[i + 1] << 8 | (unsigned char)held[i + 2];
+			write_line(held[i] ? log_fd : -1, held + i + 3, n);
+		}
+	n = nheld;
+	nheld = 0;
+	return n ? h : 0;
 }
 
 void

@@ -123,6 +123,23 @@ env_set(const char *name, const char *value)
 	return value ? real_setenv(name, value, 1) : real_unsetenv(name);
 }
 
+/* The configuration lines held since the start (log.h), printed unless
+ * the tree's first process to have them printed them already; if printed,
+ * their digest goes to the children, which then print the same ones no
+ * more: one line per mistake for a whole build, not one per compiler. */
+static void
+say_config(const struct ps_config *c)
+{
+	uint64_t h = ps_log_config_release(c->config_said, c->log_file);
+	char hex[17];
+
+	if (h && h != c->config_said) {
+		snprintf(hex, sizeof(hex), "%016llx", (unsigned long long)h);
+		if (env_set("PYROSHIM_SAID", hex))
+			ps_debug("could not export PYROSHIM_SAID");
+	}
+}
+
 /* Absolute output directory; the default one is exported so that children
  * started in other directories write next to their parent's files. */
 static void
@@ -462,6 +479,7 @@ start_export(struct ps_config *c)
 	ps_export_check_dir(x);
 	if (x->nlabels)
 		ps_info("trace_id %s, root span_id %s", x->trace_hex, x->span_hex);
+	say_config(c);  /* before the helper: a copy must hold nothing */
 	if (ps_worker_start(x, c->upload_interval_ns, c->flush_timeout_ns))
 		ps_warn("uploader not started: profiles are written at exit only");
 	/* Children join this process's tree: the one it joined or leads. */
@@ -477,12 +495,15 @@ start(void)
 	struct ps_config *c = &g.cfg;
 	int rc, deferred;
 
+	ps_log_config_hold();
 	exe_path(exe, sizeof(exe));
 	(void)ps_config_load(c, env, exe);
 	log_setup(c);
 	if (!c->enabled ||
-	    (!c->cpu_enabled && !c->alloc_enabled && !c->block_enabled && !c->mutex_enabled))
+	    (!c->cpu_enabled && !c->alloc_enabled && !c->block_enabled && !c->mutex_enabled)) {
+		say_config(c);
 		return;
+	}
 	ps_unwind_init();
 	/* Before the tree is looked at: a program that holds the address
 	 * serves /debug/pprof itself; one of a tree that finds it in use
@@ -494,6 +515,7 @@ start(void)
 		if (c->alloc_enabled)   /* sampling, into tables made at the first sample */
 			ps_alloc_start(&g.lt, c->alloc_sample_bytes);
 	} else if ((rc = make_tables(c)) != 0) {
+		say_config(c);
 		ps_warn("profiler not started: %s", strerror(-rc));
 		return;
 	} else {

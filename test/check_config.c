@@ -464,6 +464,48 @@ START_TEST(log_is_silent_below_its_level)
 }
 END_TEST
 
+/* What ps_log_config_release(said) prints of two held lines. */
+static void
+held_two(uint64_t said, const char *log_file, uint64_t *digest, char *buf, size_t len)
+{
+	int p[2];
+	ssize_t n;
+
+	ck_assert_int_eq(pipe(p), 0);
+	ps_log_setup(PS_LOG_ERROR, p[1]);
+	ps_log_config_hold();
+	ps_log_config("A=%d: bad", 1);
+	ps_log(PS_LOG_ERROR, "not a configuration line");   /* never held */
+	ps_log_config("B=%d: bad", 2);
+	*digest = ps_log_config_release(said, log_file);
+	ps_log_setup(PS_LOG_ERROR, -1);
+	close(p[1]);
+	n = read(p[0], buf, len - 1);
+	buf[n > 0 ? n : 0] = '\0';
+	close(p[0]);
+}
+
+START_TEST(log_config_lines_said_by_the_tree_are_not_said_again)
+{
+	char buf[512];
+	uint64_t h, h2;
+
+	held_two(0, "", &h, buf, sizeof(buf));
+	ck_assert_ptr_nonnull(strstr(buf, "not a configuration line\npyroshim: A=1: bad\n"
+					 "pyroshim: B=2: bad\n"));
+	ck_assert_uint_ne(h, 0);
+	held_two(h, "", &h2, buf, sizeof(buf));   /* the tree said them */
+	ck_assert_uint_eq(h2, h);
+	ck_assert_ptr_null(strstr(buf, "pyroshim: A=1"));
+	ck_assert_ptr_nonnull(strstr(buf, "not a configuration line"));
+	held_two(h, "/var/log/other", &h2, buf, sizeof(buf));   /* said elsewhere */
+	ck_assert_uint_ne(h2, h);
+	ck_assert_ptr_nonnull(strstr(buf, "pyroshim: A=1: bad\npyroshim: B=2: bad\n"));
+	ps_log_config_hold();                      /* nothing held: nothing said */
+	ck_assert_uint_eq(ps_log_config_release(h, ""), 0);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -489,6 +531,7 @@ main(void)
 	tcase_add_test(tc, parsers_accept_documented_forms);
 	tcase_add_test(tc, cpu_signal_accepts_rt_numbers_and_refuses_glibcs);
 	tcase_add_test(tc, log_is_silent_below_its_level);
+	tcase_add_test(tc, log_config_lines_said_by_the_tree_are_not_said_again);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

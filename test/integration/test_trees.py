@@ -102,6 +102,22 @@ class Trees(ShimTest):
         self.assertLessEqual(set(joined), pids)
         self.assertEqual(self.files(), ["tree.%d.cpu.folded" % r.pid, "tree.%d.cpu.pb.gz" % r.pid])
 
+    def test_a_configuration_mistake_is_one_line_for_the_whole_tree(self):
+        """Every process of a tree inherits one environment: its mistake
+        is one line for the tree (PYROSHIM_SAID), not one per process.  A
+        process whose own mistakes differ prints them, and an `env -i`
+        child, which cannot know what was said, prints its own."""
+        def line(v):
+            return ("pyroshim: PYROSCOPE_SAMPLE_RATE=%s: expected a whole number of Hz from 1 "
+                    "to 1000; using 100" % v)
+
+        r = run(["bash", "-c", '/bin/true; /bin/true; sh -c "/bin/true | cat"; '
+                 'PYROSCOPE_SAMPLE_RATE=x sh -c "/bin/true; /bin/true"; '
+                 'env -i LD_PRELOAD="$LD_PRELOAD" PYROSCOPE_SAMPLE_RATE=1001 /bin/true'],
+                self.env({"PYROSCOPE_SAMPLE_RATE": "0"}))
+        self.assertEqual((r.rc, r.out), (0, b""))
+        self.assertEqual(r.err.decode().splitlines(), [line(0), line("x"), line(1001)])
+
     def test_short_commands_never_meet_the_helper(self):
         """A program of the tree puts off joining it until its first record
         (worker.h, ps_worker_defer): a command that records nothing never
