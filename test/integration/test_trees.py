@@ -196,10 +196,12 @@ class Trees(ShimTest):
         env = self.waits_env({"CODE": code})
         r = run(["bash", "-c", 'python3 -c "$CODE"; sleep 1'], env)
         self.assertEqual((r.rc, r.err), (0, b""))
-        parent, idle, busy = map(int, r.out.split())
+        _, idle, busy = map(int, r.out.split())
         helper_log(self, self.log)
         text = self.log_text()
-        self.assertRegex(text, r"fork child %d of %d joined the tree" % (busy, parent))
+        # Of its parent, or of a subreaper if the parent ended before the
+        # child's fork handler ran (a busy machine): the pid it names.
+        self.assertRegex(text, r"fork child %d of \d+ joined the tree" % busy)
         self.assertNotRegex(text, r"fork child %d of" % idle)
         self.assertNotIn("not taken", text)
         self.assertEqual(self.helpers_started(), 1, text[-3000:])
@@ -232,9 +234,9 @@ class Trees(ShimTest):
                 "    os._exit(0)\n"
                 "print(os.getpid(), busy, *idle, flush=True)\n")
         r = self.python_waits(code)
-        parent, busy, *idle = map(int, r.out.split())
+        _, busy, *idle = map(int, r.out.split())
         text = helper_log(self, self.log)
-        self.assertRegex(text, r"fork child %d of %d joined the tree" % (busy, parent))
+        self.assertRegex(text, r"fork child %d of \d+ joined the tree" % busy)
         for p in idle:
             self.assertNotRegex(text, r"(fork child|pid) %d\b" % p)
         self.assertNotIn("not taken", text)
@@ -454,12 +456,13 @@ class Trees(ShimTest):
                 "os.waitpid(p, 0)\n"
                 "time.sleep(0.5)\n")
         r = self.python_waits(code)
-        parent, child = map(int, r.out.split())
+        _, child = map(int, r.out.split())
         helper_log(self, self.log)
         text = self.log_text()
-        # G names the parent its fork handler saw: P, or init when P (its
-        # exec'd true) had ended before G ran at all, on a busy machine.
-        self.assertRegex(text, r"fork child %d of (%d|1) joined the tree" % (child, parent))
+        # G names the parent its fork handler saw: P, or init (or another
+        # subreaper) when P (its exec'd true) had ended before G ran at
+        # all, on a busy machine.
+        self.assertRegex(text, r"fork child %d of \d+ joined the tree" % child)
         self.assertNotIn("not taken", text)
         self.assertEqual(self.helpers_started(), 1, text[-3000:])
         self.assertIn(child, self.pids_of("tree", "block.pb.gz"), text[-3000:])
@@ -714,9 +717,12 @@ class Trees(ShimTest):
         cpu = [x for x in recs if x["units"] == "samples"]
         self.assertGreaterEqual(len(cpu), 3, "too few intervals after the leader's end to tell")
         with_leader = [x["from_ns"] for x in recs if r.pid in pprof_by_pid(x["payload"])[1]]
-        # Its run (a few ms) is in one interval, or two if it crossed one.
+        # However long it lived (one interval or five, on a busy machine),
+        # no upload after the one that took its last interval holds it:
+        # the child's later ones do not.
         self.assertGreaterEqual(len(with_leader), 1)
-        self.assertLessEqual(len(set(with_leader)), 2, with_leader)
+        later = [x for x in cpu if x["from_ns"] > max(with_leader)]
+        self.assertGreaterEqual(len(later), 2, (with_leader, [x["from_ns"] for x in cpu]))
 
     def test_a_reused_descriptor_is_never_written(self):
         """A fork child announces its tables by descriptor number; after an
@@ -1081,8 +1087,11 @@ class Trees(ShimTest):
         had the shell not waited."""
         env = self.env({"PYROSCOPE_SAMPLE_RATE": "100"})
         del env["LD_PRELOAD"]
-        script = ('"%s" 5000 & p=$!; sleep 0.3; kill -9 $p; wait $p 2>/dev/null; echo $p'
-                  % SPIN)
+        # Killed once it has used 0.3 s (/proc/PID/stat's utime and stime,
+        # at 100 ticks a second), however busy the machine, for 10 s at most.
+        script = ('"%s" 5000 & p=$!; for i in $(seq 200); do read -r -a s < /proc/$p/stat; '
+                  '[ $((s[13] + s[14])) -ge 30 ] && break; sleep 0.05; done; '
+                  'kill -9 $p; wait $p 2>/dev/null; echo $p' % SPIN)
         r = run(["sh", "-c", 'env LD_PRELOAD="%s" bash -c \'%s\'; ls "%s"'
                  % (SHIM, script, self.out)], env)
         self.assertEqual((r.rc, r.err), (0, b""))
