@@ -39,8 +39,13 @@ memfd_of(size_t len)
 	if (nopen >= MAX_OPEN || getrlimit(RLIMIT_FSIZE, &fsize) ||
 	    (fsize.rlim_cur != RLIM_INFINITY && fsize.rlim_cur < len))
 		return -1;
-	fd = (int)syscall(SYS_memfd_create, "pyroshim", MFD_CLOEXEC);
-	if (fd >= 0 && ftruncate(fd, (off_t)len)) {
+	/* Sealed at its size: the process it is handed to (the helper, or a
+	 * program of the tree mapping the bell) checks that no one, not even
+	 * a process of the same user through /proc, can shrink it under its
+	 * mapping, which would kill it with SIGBUS (ps_shmem_sealed). */
+	fd = (int)syscall(SYS_memfd_create, "pyroshim", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd >= 0 && (ftruncate(fd, (off_t)len) ||
+			fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL))) {
 		(void)close(fd);
 		fd = -1;
 	}
@@ -107,6 +112,14 @@ ps_shmem_fd(const void *p)
 		if (open_fds[i].p == p)
 			return open_fds[i].fd;
 	return -1;
+}
+
+int
+ps_shmem_sealed(int fd)
+{
+	int seals = fcntl(fd, F_GET_SEALS);
+
+	return seals >= 0 && (seals & F_SEAL_SHRINK) && (seals & F_SEAL_SEAL);
 }
 
 PS_SIGSAFE void

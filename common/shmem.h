@@ -33,6 +33,11 @@ void ps_shmem_free(void *p, size_t len);
 /* The descriptor of mapping p while it is open, else -1. */
 int ps_shmem_fd(const void *p);
 
+/* 1 if fd is one of these memfds, sealed so that it cannot shrink: a
+ * mapping of it up to its size never faults with SIGBUS, whatever any
+ * other process does.  For descriptors another process hands over. */
+int ps_shmem_sealed(int fd);
+
 /* Close every mapping's descriptor (the mappings stay). */
 void ps_shmem_close_fds(void);
 

@@ -610,7 +610,7 @@ map_fd(int fd, size_t len, const uint64_t *id, unsigned long *ino)
 	struct stat sb;
 	void *p;
 
-	if (fd < 0 || !len || fcntl(fd, F_GET_SEALS) < 0 || fstat(fd, &sb) ||
+	if (fd < 0 || !len || !ps_shmem_sealed(fd) || fstat(fd, &sb) ||
 	    !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size < len ||
 	    (id && (id[0] != (uint64_t)sb.st_dev || id[1] != (uint64_t)sb.st_ino)))
 		return NULL;
@@ -2078,9 +2078,18 @@ bell_map(const char *name, const char **why)
 		close(p);
 	if (dir >= 0)
 		close(dir);
-	/* The helper never closes its bell: the same file, or none. */
+	/* The helper never closes its bell: the same file, or none; one
+	 * that cannot shrink under the mapping (a process of the same user
+	 * could truncate it through /proc: SIGBUS); made by this user (a
+	 * root program given a user's PYROSHIM_HELPER, sudo -E, must not
+	 * wait on what that user may write). */
 	if (fd >= 0 && (fstat(fd, &fb) || fb.st_dev != sb.st_dev || fb.st_ino != sb.st_ino ||
-			fcntl(fd, F_GET_SEALS) < 0)) {
+			!ps_shmem_sealed(fd))) {
+		close(fd);
+		fd = -1;
+	}
+	if (fd >= 0 && fb.st_uid != geteuid()) {
+		*why = "its bell belongs to another user";
 		close(fd);
 		fd = -1;
 	}
@@ -2689,11 +2698,17 @@ settle(void)
 		pause_ms();
 	if (!o)
 		o = birth_outcome(1);
-	while (!o) {   /* being taken: a few system calls away */
+	/* Being taken: a few system calls away, unless the helper died
+	 * taking it, or is stopped, or the word is not its (a process of
+	 * the same user wrote over the bell): a second at most, then a
+	 * helper of its own, as for a refusal.  Should the tree's helper
+	 * take it after all, the program's samples are in two profiles
+	 * rather than in none, and its exit never hangs. */
+	for (i = 0; !o; i++) {
 		pause_ms();
 		o = birth_outcome(0);
-		if (!o && !tree_alive())
-			o = -1;   /* the helper died taking it */
+		if (!o && (!tree_alive() || i >= JOIN_TIMEOUT_MS))
+			o = -1;
 	}
 	birth_slot = NBIRTHS;
 	if (o > 0) {

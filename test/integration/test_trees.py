@@ -9,6 +9,7 @@ included), and the helpers are counted in the info log, whose lines say
 which helper each process used."""
 import os
 import re
+import shutil
 import subprocess
 import time
 import unittest
@@ -898,6 +899,59 @@ class Trees(ShimTest):
         self.assertIn("cannot be used (it belongs to another user)", self.log_text())
         got, _ = self.cpu_seconds()
         self.assertGreater(got, 0)
+
+    def test_another_users_bell_is_never_mapped(self):
+        """A root program given a user's PYROSHIM_HELPER (sudo -E, su) must
+        not map that user's bell, which the user may write (it would wait
+        on it at its end, and lose its profile to a helper that refuses
+        it): it says why, and makes a helper of its own."""
+        if os.getuid() != 0:
+            self.skipTest("needs root to run a tree as another user")
+        lib = os.path.join(self.tmp, "libpyroshim.so")
+        shutil.copy(SHIM, lib)
+        os.chmod(self.tmp, 0o755)
+        out = os.path.join(self.tmp, "nobody")
+        os.mkdir(out)
+        os.chmod(out, 0o777)
+
+        def nobody():
+            os.setgid(65534)
+            os.setuid(65534)
+
+        p = subprocess.Popen(["bash", "-c", 'echo "$PYROSHIM_HELPER"; exec sleep 30'],
+                             env=clean_env({"LD_PRELOAD": lib, "PYROSCOPE_OUTPUT_DIR": out},
+                                           preload=False),
+                             stdout=subprocess.PIPE, preexec_fn=nobody, cwd="/")
+        self.addCleanup(p.wait)
+        self.addCleanup(p.kill)
+        name = p.stdout.readline().decode().strip()
+        self.assertRegex(name, r"^pyroshim-\d+-[0-9a-f]{16}-\d+-\d+$")
+        r = run([SPIN, "100"], self.env({"PYROSHIM_HELPER": name, "PYROSCOPE_LOG_LEVEL": "debug"}))
+        self.assertEqual((r.rc, r.out, r.err), (0, b"", b""))
+        text = self.log_text()
+        self.assertIn("not announced to the tree's helper (its bell belongs to another user)",
+                      text)
+        self.assertIn("cannot be used (it belongs to another user)", text)
+        self.assertEqual(self.helpers_started(), 1, text[-3000:])
+        got, _ = self.cpu_seconds()
+        self.assertGreater(got, 0)
+
+    def test_a_bell_cannot_be_shrunk_under_the_tree(self):
+        """Every program of a tree maps its bell, a memfd: a process of the
+        same user that truncated it through /proc (a bug, or on purpose)
+        killed the leader with SIGBUS at its next fork.  It is sealed at
+        its size: the truncation is refused, and the tree goes on."""
+        code = ("import os\n"
+                "h = os.environ['PYROSHIM_HELPER'].split('-')\n"
+                "fd = os.open('/proc/%s/fd/%s' % (h[3], h[4]), os.O_RDWR)\n"
+                "try:\n"
+                "    os.ftruncate(fd, 0)\n"
+                "    print('shrunk', flush=True)\n"
+                "except PermissionError:\n"
+                "    print('refused', flush=True)\n")
+        r = run(["bash", "-c", 'env -u LD_PRELOAD python3 -c "$CODE"; /bin/true; /bin/true; '
+                 'echo ok'], self.env({"CODE": code}))
+        self.assertEqual((r.rc, r.out, r.err), (0, b"refused\nok\n", b""))
 
     def test_two_trees_at_once(self):
         """Two loops at the same time: two helpers, and each process joins
