@@ -220,13 +220,22 @@ ps_stacktab_get(const struct ps_stacktab *t, uint32_t i, const uintptr_t **ips, 
 		int *truncated)
 {
 	const struct ps_stack_slot *s = &t->slots[i];
+	uint32_t f;
+	uint16_t d;
 
 	if (i < PS_NSPECIAL || i >= ps_stacktab_size(t))
 		return 0;
 	if (atomic_load_explicit(&s->state, memory_order_acquire) != PS_ST_READY || !s->hash)
 		return 0;
-	*ips = &t->pool[s->frames];
-	*depth = s->depth;
+	/* Read once and checked: the helper reads the tables of other
+	 * processes, whose stray writes must not make it read out of its
+	 * mapping. */
+	f = *(const volatile uint32_t *)&s->frames;
+	d = *(const volatile uint16_t *)&s->depth;
+	if ((uint64_t)f + d > t->npool)
+		return 0;
+	*ips = &t->pool[f];
+	*depth = d;
 	*truncated = s->truncated;
 	return 1;
 }

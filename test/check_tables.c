@@ -321,6 +321,30 @@ START_TEST(tables_views_refuse_what_is_not_within_the_mapping)
 }
 END_TEST
 
+START_TEST(stacktab_get_refuses_a_stack_beyond_the_pool)
+{
+	/* The helper reads other processes' tables: a stray write there
+	 * (a wild frame index or depth) is a stack it does not read, not a
+	 * read outside its mapping. */
+	struct ps_stacktab t;
+	uintptr_t a[3] = { 1, 2, 3 };
+	const uintptr_t *ips;
+	uint32_t sa;
+	int depth, trunc;
+
+	ck_assert_int_eq(ps_stacktab_init(&t, 256 << 10), 0);
+	sa = ps_stacktab_add(&t, a, 3, 0, one_cpu);
+	ck_assert_int_eq(ps_stacktab_get(&t, sa, &ips, &depth, &trunc), 1);
+	t.slots[sa].frames = 0x7fffffff;
+	ck_assert_int_eq(ps_stacktab_get(&t, sa, &ips, &depth, &trunc), 0);
+	t.slots[sa].frames = t.npool - 2;
+	ck_assert_int_eq(ps_stacktab_get(&t, sa, &ips, &depth, &trunc), 0);
+	t.slots[sa].frames = t.npool - 3;
+	ck_assert_int_eq(ps_stacktab_get(&t, sa, &ips, &depth, &trunc), 1);
+	ps_shmem_free(t.c, t.map_len);
+}
+END_TEST
+
 START_TEST(livetab_take_returns_the_entry)
 {
 	struct ps_livetab t;
@@ -445,6 +469,7 @@ main(void)
 	tcase_add_test(tc, stacktab_frame_pool_exhaustion_is_counted);
 	tcase_add_test(tc, stacktab_concurrent_adds_lose_nothing);
 	tcase_add_test(tc, livetab_insert_remove_and_each);
+	tcase_add_test(tc, stacktab_get_refuses_a_stack_beyond_the_pool);
 	tcase_add_test(tc, livetab_take_returns_the_entry);
 	tcase_add_test(tc, livetab_each_reads_only_groups_that_held_an_entry);
 	tcase_add_test(tc, livetab_full_counts_drop);

@@ -367,8 +367,14 @@ handed_for_locked(int i, const struct birth *b, uint64_t w)
 static int
 owner_gone(uint64_t w)
 {
-	int saved = errno, gone = kill((pid_t)(w >> 8), 0) && errno == ESRCH;
+	uint64_t pid = w >> 8;
+	int saved = errno, gone;
 
+	/* Not a process's pid at all (the bell written over): kill() would
+	 * probe a group, or every process, and never answer ESRCH. */
+	if (pid <= 1 || pid > INT_MAX)
+		return 1;
+	gone = kill((pid_t)pid, 0) && errno == ESRCH;
 	errno = saved;
 	return gone;
 }
@@ -852,8 +858,10 @@ take_birth(struct birth *b, int orphans, int now)
 {
 	const struct ps_export *px = NULL;
 	struct session *s;
+	struct ps_stacktab st;
+	struct ps_livetab lt;
 	int fd[3] = { -1, -1, -1 }, i, ok = 0, exec, slot = (int)(b - tree_bell->births);
-	const char *why = "out of memory";
+	const char *why = "out of memory", *then;
 	uint64_t w = atomic_load_explicit(&b->word, memory_order_acquire);
 	uint64_t age = ps_clock_ns(CLOCK_MONOTONIC) - b->at;
 	pid_t pid = (pid_t)(w >> 8), ppid;
@@ -940,15 +948,19 @@ take_birth(struct birth *b, int orphans, int now)
 		s->r.cfg = *px->cfg;
 	}
 	s->r.start_ns = b->start_ns;
-	s->st.c = map_fd(fd[1], b->st.map_len, b->id[1], NULL);
-	s->st.map_len = b->st.map_len;
+	/* The tables' sizes read once: what is mapped, viewed and unmapped
+	 * must be the same length, whatever is written in the bell now. */
+	st = b->st;
+	lt = b->lt;
+	s->st.c = map_fd(fd[1], st.map_len, b->id[1], NULL);
+	s->st.map_len = st.map_len;
 	if (s->r.has_lt) {
-		s->lt.c = map_fd(fd[2], b->lt.map_len, b->id[2], NULL);
-		s->lt.map_len = b->lt.map_len;
+		s->lt.c = map_fd(fd[2], lt.map_len, b->id[2], NULL);
+		s->lt.map_len = lt.map_len;
 	}
 	why = "its tables are not the memfds it announced";
-	if (!s->st.c || (s->r.has_lt && !s->lt.c) || ps_stacktab_view(&s->st, &b->st, s->st.c) ||
-	    (s->r.has_lt && ps_livetab_view(&s->lt, &b->lt, s->lt.c)))
+	if (!s->st.c || (s->r.has_lt && !s->lt.c) || ps_stacktab_view(&s->st, &st, s->st.c) ||
+	    (s->r.has_lt && ps_livetab_view(&s->lt, &lt, s->lt.c)))
 		goto out;
 	why = "out of memory";
 	if (add_session(s) == 0) {
@@ -966,12 +978,15 @@ out:
 			close(fd[i]);
 	/* The program cannot say it (it learns it in its exit), so the
 	 * helper does. */
-	if (!ok && exec && !b->ppid)
-		ps_info("uploader: pid %d not taken (%s): it makes a helper of its own",
-			(int)pid, why);
-	else if (!ok)
-		ps_info("uploader: fork child %d of %d not taken (%s): it makes a helper of its "
-			"own", (int)pid, (int)b->ppid, why);
+	if (!ok) {
+		then = owner_gone((uint64_t)pid << 8) ? "it has ended: what it recorded is lost" :
+		       "it makes a helper of its own";
+		if (exec && !b->ppid)
+			ps_info("uploader: pid %d not taken (%s): %s", (int)pid, why, then);
+		else
+			ps_info("uploader: fork child %d of %d not taken (%s): %s", (int)pid,
+				(int)b->ppid, why, then);
+	}
 	if (!ok && s)
 		session_unmap(s);
 	atomic_store_explicit(&b->word, BIRTH_FREE, memory_order_release);
@@ -1028,24 +1043,31 @@ tree_pending(void)
 	uint64_t w, now = ps_clock_ns(CLOCK_MONOTONIC);
 	int i, n = 0;
 
+	/* Words in no state of ours (the bell written over by a process of
+	 * the same user) are freed as those of processes gone: they would
+	 * keep the helper for good. */
 	for (i = 0; tree_bell && i < NWAITS; i++) {
 		w = atomic_load(&tree_bell->waits[i].word);
 		if (w == WAIT_FREE)
 			continue;
-		if ((w & 0xff) == WAIT_FORK ? now - tree_bell->waits[i].at > FORK_STALE_NS :
-		    owner_gone(w) ||
-		    ((w & 0xff) == WAIT_EXEC && now - tree_bell->waits[i].at > SUCCESSOR_NS))
+		if ((w & 0xff) > WAIT_FORK ||
+		    ((w & 0xff) == WAIT_FORK ? now - tree_bell->waits[i].at > FORK_STALE_NS :
+		     owner_gone(w) ||
+		     ((w & 0xff) == WAIT_EXEC && now - tree_bell->waits[i].at > SUCCESSOR_NS)))
 			(void)atomic_compare_exchange_strong(&tree_bell->waits[i].word, &w,
 							     WAIT_FREE);
 		else
 			n++;
 	}
+	/* A notice being taken is the loop's own, which holds `lock`: one
+	 * found so here is not. */
 	for (i = 0; tree_bell && i < NBIRTHS; i++) {
 		w = atomic_load(&tree_bell->births[i].word);
-		if ((w & 0xff) == BIRTH_WRITING && owner_gone(w))
+		if ((w & 0xff) > BIRTH_READY || (w != BIRTH_FREE && (w >> 8 <= 1 || w >> 8 > INT_MAX)) ||
+		    ((w & 0xff) == BIRTH_WRITING && owner_gone(w)))
 			(void)atomic_compare_exchange_strong(&tree_bell->births[i].word, &w,
 							     BIRTH_FREE);
-		else if ((w & 0xff) != BIRTH_FREE)
+		else if (w != BIRTH_FREE)
 			n++;
 	}
 	return n > 0;
@@ -1451,10 +1473,15 @@ hand_over(const struct hand *h, pid_t pid, int *fds, int nfd)
 {
 	struct stat sb;
 	int slot = h->slot;
+	uint64_t w;
 
-	/* (pid 0: a program in a pid namespace this helper does not see.) */
+	/* (pid 0: a program in a pid namespace this helper does not see.)
+	 * Only for the sender's own notice: another process of the user
+	 * must not replace (and close) what a program handed over. */
 	if (memcmp(h->magic, magic, sizeof(magic)) || slot < 0 || slot >= NBIRTHS ||
-	    !tree_bell || pid <= 0) {
+	    !tree_bell || pid <= 0 ||
+	    (w = atomic_load(&tree_bell->births[slot].word)) >> 8 != (uint64_t)pid ||
+	    ((w & 0xff) != BIRTH_READY && (w & 0xff) != BIRTH_TAKING)) {
 		while (nfd > 0)
 			close(fds[--nfd]);
 		return;
