@@ -480,8 +480,10 @@ start_export(struct ps_config *c)
 	if (x->nlabels)
 		ps_info("trace_id %s, root span_id %s", x->trace_hex, x->span_hex);
 	say_config(c);  /* before the helper: a copy must hold nothing */
-	if (ps_worker_start(x, c->upload_interval_ns, c->flush_timeout_ns))
+	if (ps_worker_start(x, c->upload_interval_ns, c->flush_timeout_ns)) {
+		ps_listen_drop();   /* no helper will serve it */
 		ps_warn("uploader not started: profiles are written at exit only");
+	}
 	/* Children join this process's tree: the one it joined or leads. */
 	if (strcmp(ps_worker_tree(), c->tree_helper) &&
 	    env_set("PYROSHIM_HELPER", ps_worker_tree()[0] ? ps_worker_tree() : NULL))
@@ -516,6 +518,7 @@ start(void)
 			ps_alloc_start(&g.lt, c->alloc_sample_bytes);
 	} else if ((rc = make_tables(c)) != 0) {
 		say_config(c);
+		ps_listen_drop();   /* no helper will serve it */
 		ps_warn("profiler not started: %s", strerror(-rc));
 		return;
 	} else {

@@ -2059,6 +2059,25 @@ hand(const char *name)
 	return rc;
 }
 
+/* 1 if descriptor fd (st its fstat) may be mapped as a tree's bell: a
+ * memfd of a bell's size at least, sealed so that it cannot shrink under
+ * the mapping (a process of the same user could truncate it through /proc:
+ * SIGBUS), and made by this user (a root program given a user's
+ * PYROSHIM_HELPER, sudo -E, must not wait on what that user may write).
+ * Else 0, and *why says why when it is the owner. */
+static int
+bell_ok(int fd, const struct stat *st, const char **why)
+{
+	if (!S_ISREG(st->st_mode) || (uint64_t)st->st_size < sizeof(struct bell) ||
+	    !ps_shmem_sealed(fd))
+		return 0;
+	if (st->st_uid != geteuid()) {
+		*why = "its bell belongs to another user";
+		return 0;
+	}
+	return 1;
+}
+
 /* Map the bell of the tree named `name` from the helper's descriptor, and
  * check it is that tree's, of this build, with its helper alive.  Returns
  * 0, or -1 with *why set.  Context: constructor. */
@@ -2105,18 +2124,9 @@ bell_map(const char *name, const char **why)
 		close(p);
 	if (dir >= 0)
 		close(dir);
-	/* The helper never closes its bell: the same file, or none; one
-	 * that cannot shrink under the mapping (a process of the same user
-	 * could truncate it through /proc: SIGBUS); made by this user (a
-	 * root program given a user's PYROSHIM_HELPER, sudo -E, must not
-	 * wait on what that user may write). */
+	/* The helper never closes its bell: the same file, or none. */
 	if (fd >= 0 && (fstat(fd, &fb) || fb.st_dev != sb.st_dev || fb.st_ino != sb.st_ino ||
-			!ps_shmem_sealed(fd))) {
-		close(fd);
-		fd = -1;
-	}
-	if (fd >= 0 && fb.st_uid != geteuid()) {
-		*why = "its bell belongs to another user";
+			!bell_ok(fd, &fb, why))) {
 		close(fd);
 		fd = -1;
 	}
@@ -2192,6 +2202,7 @@ join(const char *name, const char **why)
 	struct pollfd p;
 	int fds[MAX_FDS], nfd = table_fds(fds), fd, bfd = -1, nb;
 	struct bell *b;
+	struct stat st;
 	ssize_t got;
 
 	if (nfd < 0) {
@@ -2240,11 +2251,12 @@ join(const char *name, const char **why)
 		*why = "it refused this program (another build of pyroshim, or it is ending)";
 		goto fail;
 	}
-	b = mmap(NULL, sizeof(*b), PROT_READ | PROT_WRITE, MAP_SHARED, bfd, 0);
-	if (b == MAP_FAILED) {
-		*why = "its bell could not be mapped";
+	*why = "its bell could not be mapped";
+	if (fstat(bfd, &st) || !bell_ok(bfd, &st, why))
 		goto fail;
-	}
+	b = mmap(NULL, sizeof(*b), PROT_READ | PROT_WRITE, MAP_SHARED, bfd, 0);
+	if (b == MAP_FAILED)
+		goto fail;
 	close(bfd);
 	close(fd);
 	tree_bell = b;
