@@ -474,18 +474,21 @@ tree_helper(struct ps_config *c, ps_getenv_fn get)
 	return 1;
 }
 
-/* PYROSHIM_SAID: 16 hex digits, set by a process of the tree that printed
- * its configuration lines (init.c); anything else is as unset, and the
- * lines are printed (nothing to say about it: it is ours, and printing is
- * the safe side). */
+/* PYROSHIM_SAID: up to PS_CONFIG_SAID_MAX digests of 16 hex digits,
+ * separated by commas, set by the processes of the tree that printed
+ * configuration lines (init.c).  Read up to the first that is not one:
+ * it is ours, and printing again is the safe side. */
 static void
 config_said(struct ps_config *c, ps_getenv_fn get)
 {
 	const char *v = get("PYROSHIM_SAID");
 
-	c->config_said = 0;
-	if (v && strlen(v) == 16 && strspn(v, "0123456789abcdef") == 16)
-		c->config_said = strtoull(v, NULL, 16);
+	c->nconfig_said = 0;
+	while (v && c->nconfig_said < PS_CONFIG_SAID_MAX &&
+	       strspn(v, "0123456789abcdef") == 16 && (v[16] == ',' || !v[16])) {
+		c->config_said[c->nconfig_said++] = strtoull(v, NULL, 16);
+		v = v[16] ? v + 17 : NULL;
+	}
 }
 
 /* The symbol cache's directory: $XDG_CACHE_HOME/pyroshim, else

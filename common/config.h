@@ -20,6 +20,8 @@
 #include "common/ps.h"
 
 #define PS_CFG_STR 1024
+/* How many digests of printed configuration lines PYROSHIM_SAID carries. */
+#define PS_CONFIG_SAID_MAX 32
 
 struct ps_config {
 	/* The numbers first, then the strings every process reads at its start,
@@ -52,9 +54,9 @@ struct ps_config {
 	int tls_insecure;              /* PYROSCOPE_TLS_INSECURE (default false) */
 	int trace_correlation;         /* PYROSCOPE_TRACE_CORRELATION (default false) */
 	int otlp_disabled;             /* OTEL_SDK_DISABLED=true or OTEL_TRACES_EXPORTER=none */
-	uint64_t config_said;          /* PYROSHIM_SAID: the digest of the configuration lines
-					* the tree's first process to have them printed
-					* (common/log.h); 0 = none */
+	unsigned nconfig_said;         /* PYROSHIM_SAID: the digests of the configuration
+					* lines the tree's processes printed (common/log.h) */
+	uint64_t config_said[PS_CONFIG_SAID_MAX];
 	/* Strings.  Upload ones are validated by uploader/upload.c. */
 	char tree_helper[64];          /* PYROSHIM_HELPER: the socket of the helper of the
 					* process tree this process belongs to, set by the

@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* Written once by the constructor (ps_log_setup) before any other thread of
@@ -88,7 +89,7 @@ hold_or_write(int fd, const char *line, size_t n)
 		return;
 	}
 	if (nheld + 3 + n > sizeof(held)) {   /* more than fits: say them now */
-		(void)ps_log_config_release(0, "");
+		(void)ps_log_config_release(NULL, 0, NULL, 0);
 		write_line(fd, line, n);
 		return;
 	}
@@ -107,33 +108,56 @@ ps_log_config_hold(void)
 }
 
 static uint64_t
-fnv1a(uint64_t h, const char *p, size_t n)
+fnv1a(uint64_t h, const void *p, size_t n)
 {
+	const unsigned char *c = p;
+
 	while (n--) {
-		h ^= (unsigned char)*p++;
+		h ^= *c++;
 		h *= 1099511628211ull;
 	}
 	return h;
 }
 
-uint64_t
-ps_log_config_release(uint64_t said, const char *log_file)
+/* A held line's digest: its text and the file it goes to (its device and
+ * inode: the same terminal, pipe or log file, whatever name or descriptor
+ * reaches it). */
+static uint64_t
+line_digest(int fd, const char *line, size_t n)
 {
+	struct stat st;
+	uint64_t h = 14695981039346656037ull, id[2] = { 0, 0 };
+
+	if (fstat(fd >= 0 ? fd : STDERR_FILENO, &st) == 0) {
+		id[0] = (uint64_t)st.st_dev;
+		id[1] = (uint64_t)st.st_ino;
+	}
+	h = fnv1a(fnv1a(h, id, sizeof(id)), line, n);
+	return h ? h : 1;
+}
+
+size_t
+ps_log_config_release(const uint64_t *said, size_t nsaid, uint64_t *printed, size_t cap)
+{
+	size_t i, k, n, np = 0;
 	uint64_t h;
-	size_t i, n;
+	int fd;
 
 	holding = 0;
-	h = fnv1a(14695981039346656037ull, log_file, strlen(log_file) + 1);
-	h = fnv1a(h, held, nheld);
-	h = h ? h : 1;
-	if (nheld && h != said)
-		for (i = 0; i < nheld; i += 3 + n) {
-			n = (size_t)(unsigned char)held[i + 1] << 8 | (unsigned char)held[i + 2];
-			write_line(held[i] ? log_fd : -1, held + i + 3, n);
-		}
-	n = nheld;
+	for (i = 0; i < nheld; i += 3 + n) {
+		n = (size_t)(unsigned char)held[i + 1] << 8 | (unsigned char)held[i + 2];
+		fd = held[i] ? log_fd : -1;
+		h = line_digest(fd, held + i + 3, n);
+		for (k = 0; k < nsaid && said[k] != h; k++)
+			;
+		if (k < nsaid)
+			continue;     /* said there by the tree already */
+		write_line(fd, held + i + 3, n);
+		if (np < cap)
+			printed[np++] = h;
+	}
 	nheld = 0;
-	return n ? h : 0;
+	return np;
 }
 
 void

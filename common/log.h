@@ -43,14 +43,14 @@ void ps_log_config(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Hold the configuration lines from now on (the constructor: a tree's
  * processes inherit one environment, and each would print its mistakes
- * again), until ps_log_config_release, which prints them unless `said`
- * is their digest: what the tree's first process that printed them
- * exported (PYROSHIM_SAID).  Returns their digest, which covers where each
- * went (log_file: PYROSCOPE_LOG_FILE, "" for stderr), or 0 if there was
- * none.  More than 8 KiB is printed at once.
- * Context: the constructor, before any other thread of the shim. */
+ * again), until ps_log_config_release, which prints each unless its
+ * digest (of its text and of the file it goes to) is one of the nsaid in
+ * `said`: those the tree's processes printed (PYROSHIM_SAID).  The
+ * digests of the lines it printed go to printed[], up to cap; returns how
+ * many.  More than 8 KiB of lines are printed at once.  Context: the
+ * constructor, before any other thread of the shim. */
 void ps_log_config_hold(void);
-uint64_t ps_log_config_release(uint64_t said, const char *log_file);
+size_t ps_log_config_release(const uint64_t *said, size_t nsaid, uint64_t *printed, size_t cap);
 
 /* 1: ps_log_config prints nothing (the tree's helper reading the settings
  * of a program that printed their mistakes itself).  Context: one thread. */

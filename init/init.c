@@ -123,21 +123,28 @@ env_set(const char *name, const char *value)
 	return value ? real_setenv(name, value, 1) : real_unsetenv(name);
 }
 
-/* The configuration lines held since the start (log.h), printed unless
- * the tree's first process to have them printed them already; if printed,
- * their digest goes to the children, which then print the same ones no
- * more: one line per mistake for a whole build, not one per compiler. */
+/* The configuration lines held since the start (log.h): each printed
+ * unless a process of the tree printed it to the same file already
+ * (PYROSHIM_SAID), so that a mistake is one line for a whole build, not
+ * one per compiler.  The digests of those printed join the inherited ones
+ * for the children (the newest first, as many as fit). */
 static void
 say_config(const struct ps_config *c)
 {
-	uint64_t h = ps_log_config_release(c->config_said, c->log_file);
-	char hex[17];
+	uint64_t said[PS_CONFIG_SAID_MAX];
+	char list[PS_CONFIG_SAID_MAX * 17];
+	size_t n = ps_log_config_release(c->config_said, c->nconfig_said, said,
+					 PS_CONFIG_SAID_MAX), i, k;
 
-	if (h && h != c->config_said) {
-		snprintf(hex, sizeof(hex), "%016llx", (unsigned long long)h);
-		if (env_set("PYROSHIM_SAID", hex))
-			ps_debug("could not export PYROSHIM_SAID");
-	}
+	if (!n)
+		return;   /* nothing said here: the inherited list is the children's */
+	for (i = 0; i < c->nconfig_said && n < PS_CONFIG_SAID_MAX; i++)
+		said[n++] = c->config_said[i];
+	for (i = k = 0; i < n; i++)
+		k += (size_t)snprintf(list + k, sizeof(list) - k, "%s%016llx", i ? "," : "",
+				      (unsigned long long)said[i]);
+	if (env_set("PYROSHIM_SAID", list))
+		ps_debug("could not export PYROSHIM_SAID");
 }
 
 /* Absolute output directory; the default one is exported so that children

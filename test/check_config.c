@@ -464,45 +464,75 @@ START_TEST(log_is_silent_below_its_level)
 }
 END_TEST
 
-/* What ps_log_config_release(said) prints of two held lines. */
+/* What was written to the pipe p since the last look. */
 static void
-held_two(uint64_t said, const char *log_file, uint64_t *digest, char *buf, size_t len)
+drain(int p, char *buf, size_t len)
 {
-	int p[2];
-	ssize_t n;
+	ssize_t n = read(p, buf, len - 1);
 
-	ck_assert_int_eq(pipe(p), 0);
+	buf[n > 0 ? n : 0] = '\0';
+}
+
+START_TEST(log_config_lines_said_by_the_tree_are_not_said_again)
+{
+	int p[2], q[2];
+	char buf[512];
+	uint64_t said[8], again[8];
+
+	ck_assert_int_eq(pipe2(p, O_NONBLOCK), 0);
+	ck_assert_int_eq(pipe2(q, O_NONBLOCK), 0);
 	ps_log_setup(PS_LOG_ERROR, p[1]);
 	ps_log_config_hold();
 	ps_log_config("A=%d: bad", 1);
 	ps_log(PS_LOG_ERROR, "not a configuration line");   /* never held */
 	ps_log_config("B=%d: bad", 2);
-	*digest = ps_log_config_release(said, log_file);
-	ps_log_setup(PS_LOG_ERROR, -1);
-	close(p[1]);
-	n = read(p[0], buf, len - 1);
-	buf[n > 0 ? n : 0] = '\0';
-	close(p[0]);
-}
-
-START_TEST(log_config_lines_said_by_the_tree_are_not_said_again)
-{
-	char buf[512];
-	uint64_t h, h2;
-
-	held_two(0, "", &h, buf, sizeof(buf));
+	ck_assert_uint_eq(ps_log_config_release(NULL, 0, said, 8), 2);
+	drain(p[0], buf, sizeof(buf));
 	ck_assert_ptr_nonnull(strstr(buf, "not a configuration line\npyroshim: A=1: bad\n"
 					 "pyroshim: B=2: bad\n"));
-	ck_assert_uint_ne(h, 0);
-	held_two(h, "", &h2, buf, sizeof(buf));   /* the tree said them */
-	ck_assert_uint_eq(h2, h);
-	ck_assert_ptr_null(strstr(buf, "pyroshim: A=1"));
-	ck_assert_ptr_nonnull(strstr(buf, "not a configuration line"));
-	held_two(h, "/var/log/other", &h2, buf, sizeof(buf));   /* said elsewhere */
-	ck_assert_uint_ne(h2, h);
-	ck_assert_ptr_nonnull(strstr(buf, "pyroshim: A=1: bad\npyroshim: B=2: bad\n"));
-	ps_log_config_hold();                      /* nothing held: nothing said */
-	ck_assert_uint_eq(ps_log_config_release(h, ""), 0);
+	/* A child with the same mistakes, to the same file: nothing. */
+	ps_log_config_hold();
+	ps_log_config("B=%d: bad", 2);
+	ps_log_config("A=%d: bad", 1);
+	ck_assert_uint_eq(ps_log_config_release(said, 2, again, 8), 0);
+	drain(p[0], buf, sizeof(buf));
+	ck_assert_str_eq(buf, "");
+	/* One more of its own: that one only. */
+	ps_log_config_hold();
+	ps_log_config("A=%d: bad", 1);
+	ps_log_config("C=%d: bad", 3);
+	ck_assert_uint_eq(ps_log_config_release(said, 2, again, 8), 1);
+	drain(p[0], buf, sizeof(buf));
+	ck_assert_str_eq(buf, "pyroshim: C=3: bad\n");
+	/* The same line to another file is said there. */
+	ps_log_setup(PS_LOG_ERROR, q[1]);
+	ps_log_config_hold();
+	ps_log_config("A=%d: bad", 1);
+	ck_assert_uint_eq(ps_log_config_release(said, 2, again, 8), 1);
+	drain(q[0], buf, sizeof(buf));
+	ck_assert_str_eq(buf, "pyroshim: A=1: bad\n");
+	ps_log_setup(PS_LOG_ERROR, -1);
+	close(p[0]);
+	close(p[1]);
+	close(q[0]);
+	close(q[1]);
+}
+END_TEST
+
+START_TEST(config_said_reads_the_digests_up_to_the_first_that_is_not_one)
+{
+	struct ps_config c;
+	char err[256];
+
+	set("PYROSHIM_SAID", "00000000000000ff,0123456789abcdef,xyz,0000000000000001");
+	ck_assert_int_eq(load(&c, err, sizeof(err)), 0);
+	ck_assert_str_eq(err, "");
+	ck_assert_uint_eq(c.nconfig_said, 2);
+	ck_assert_uint_eq(c.config_said[0], 0xff);
+	ck_assert_uint_eq(c.config_said[1], 0x0123456789abcdefull);
+	set("PYROSHIM_SAID", "0123456789ABCDEF");
+	load(&c, err, sizeof(err));
+	ck_assert_uint_eq(c.nconfig_said, 0);
 }
 END_TEST
 
@@ -532,6 +562,7 @@ main(void)
 	tcase_add_test(tc, cpu_signal_accepts_rt_numbers_and_refuses_glibcs);
 	tcase_add_test(tc, log_is_silent_below_its_level);
 	tcase_add_test(tc, log_config_lines_said_by_the_tree_are_not_said_again);
+	tcase_add_test(tc, config_said_reads_the_digests_up_to_the_first_that_is_not_one);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

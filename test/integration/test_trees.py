@@ -114,10 +114,24 @@ class Trees(ShimTest):
 
         r = run(["bash", "-c", '/bin/true; /bin/true; sh -c "/bin/true | cat"; '
                  'PYROSCOPE_SAMPLE_RATE=x sh -c "/bin/true; /bin/true"; '
-                 'env -i LD_PRELOAD="$LD_PRELOAD" PYROSCOPE_SAMPLE_RATE=1001 /bin/true'],
-                self.env({"PYROSCOPE_SAMPLE_RATE": "0"}))
+                 'env -i LD_PRELOAD="$LD_PRELOAD" PYROSCOPE_SAMPLE_RATE=1001 /bin/true; '
+                 '/bin/true 2>"$TMP_ERR"'],
+                self.env({"PYROSCOPE_SAMPLE_RATE": "0",
+                          "TMP_ERR": os.path.join(self.tmp, "err")}))
         self.assertEqual((r.rc, r.out), (0, b""))
         self.assertEqual(r.err.decode().splitlines(), [line(0), line("x"), line(1001)])
+        # Said in every file it goes to: a child's own stderr too.
+        with open(os.path.join(self.tmp, "err")) as f:
+            self.assertEqual(f.read().splitlines(), [line(0)])
+        # A mistake in a variable the first process sets right for its
+        # children (its tree's name) is its alone; the others are still
+        # the tree's, said once.
+        r = run(["bash", "-c", "/bin/true; /bin/true"],
+                self.env({"PYROSCOPE_SAMPLE_RATE": "0", "PYROSHIM_HELPER": "bogus"}))
+        self.assertEqual((r.rc, r.out), (0, b""))
+        self.assertEqual(r.err.decode().splitlines(),
+                         [line(0), "pyroshim: PYROSHIM_HELPER=bogus: not a helper's name; "
+                          "starting a helper of its own"])
 
     def test_short_commands_never_meet_the_helper(self):
         """A program of the tree puts off joining it until its first record
