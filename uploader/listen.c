@@ -38,6 +38,9 @@ static char addr_text[256];
  * of it exists; handed to the helper, closed in the program. */
 static int lfd = -1;
 static int bind_err;               /* -errno of the constructor's attempt */
+/* Set once by the helper's loop (ps_listen_stop); the acceptor, which
+ * owns lfd once it runs, then closes it. */
+static _Atomic int stopping;
 /* Connections being served (acceptor increments, connection threads
  * decrement). */
 static _Atomic int active;
@@ -329,10 +332,24 @@ acceptor(void *arg)
 		c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
 		if (c >= 0)
 			spawn_conn(c, &attr);
+		else if (atomic_load(&stopping))
+			break;
 		else if (errno != EINTR && errno != ECONNABORTED)
 			nanosleep(&pause, NULL);  /* out of descriptors or memory: later */
 	}
+	/* Connections being answered go on; the port is free now. */
+	close(lfd);
+	lfd = -1;
+	pthread_attr_destroy(&attr);
+	ps_info("no longer serving /debug/pprof/ on %s: the image that listened is gone", addr_text);
 	return NULL;
+}
+
+void
+ps_listen_stop(void)
+{
+	if (lfd >= 0 && !atomic_exchange(&stopping, 1))
+		(void)shutdown(lfd, SHUT_RDWR);   /* the acceptor's accept fails */
 }
 
 int

@@ -42,8 +42,9 @@
  * finds the port taken (a child of the listening program, or any other
  * process) retries for PS_LISTEN_RETRY_MS -- so that an exec of the
  * listening process itself takes the port over once the old image's
- * helper lets go of it -- then says so in one warn line and runs without
- * a listener.
+ * helper lets go of it (ps_listen_stop, when it finds that image gone) --
+ * then says so in one warn line and runs without a listener.  Any other
+ * program of a tree joins it and does not listen (worker.c).
  */
 #ifndef PS_LISTEN_H
 #define PS_LISTEN_H
@@ -89,5 +90,10 @@ void ps_listen_drop(void);
  * profiled process (for /cmdline).  Returns 0 or -errno (no thread).
  * Context: the uploader, helper process or worker thread; allocates. */
 int ps_listen_start(struct ps_export *x, pthread_mutex_t *lock, pid_t host) PS_WUR;
+
+/* Stop listening, in the helper, once the image that listened is gone
+ * (exec'd): the port is free for the new image, which retries for it.
+ * Connections being answered are finished.  Context: the helper's loop. */
+void ps_listen_stop(void);
 
 #endif

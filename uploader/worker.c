@@ -1268,6 +1268,10 @@ serve(struct session *s, uint64_t now)
 			s->next_look = now + PS_WORKER_POLL_MS * 1000000ull;
 			if (image_gone(s))
 				s->gone_at = now;
+			/* Its /debug/pprof port is the new image's (which
+			 * retries for it), not this helper's to keep. */
+			if (s->gone_at && s->root)
+				ps_listen_stop();
 		}
 		return s->gone_at && (now - s->gone_at > SUCCESSOR_NS || tree_fd < 0);
 	}

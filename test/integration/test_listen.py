@@ -530,6 +530,38 @@ class BadRequests(ListenTest):
         self.assertEqual(sample_types(heap[2]),
                          ["alloc_objects", "alloc_space", "inuse_objects", "inuse_space"])
 
+    def test_a_script_that_execs_the_program_hands_it_the_port(self):
+        """pyroshim(7) says: to scrape a program started by a wrapper
+        script, let the script exec it.  The shell listens first; its
+        helper lets go of the port once it finds the shell's image gone,
+        and the program's own helper, retrying, takes it: within its 2 s
+        of retries /debug/pprof/cmdline is the program's, for good.  (The
+        old helper kept the port for its own 2 s: the new image's retries
+        then lost, in 1 run of 3.)"""
+        env = clean_env({"PYROSCOPE_PPROF_ADDRESS": "127.0.0.1:%d" % self.port,
+                         "PYROSCOPE_OUTPUT_DIR": self.out})
+        argv = [TARGET, "1", "1", self.stop_file, "60"]
+        p = subprocess.Popen(["bash", "-c", 'exec "$@"', "bash"] + argv, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             stdin=subprocess.DEVNULL)
+        self.procs.append(p)
+        self.wait_listening(p)
+        want = b"\x00".join(a.encode() for a in argv)
+        deadline = time.monotonic() + 10
+        body = None
+        while time.monotonic() < deadline and body != want:
+            try:
+                status, _, body = http_get(self.port, "/debug/pprof/cmdline", timeout=5)
+            except OSError:
+                body = None
+            time.sleep(0.1)
+        with open(self.stop_file, "w"):
+            pass
+        out, err = p.communicate(timeout=30)
+        self.assertEqual(body, want)
+        self.assertEqual((p.returncode, out, err), (3, b"scrape_target: 1 threads, 1 MiB live\n",
+                                                     b""))
+
     def test_a_fork_child_does_not_take_the_port_and_programs_run_join_the_tree(self):
         # The fork child of sh -c (a subshell running the target) keeps
         # the shim: only the process started with the variable listens, so
