@@ -42,7 +42,7 @@ ps_log_set_pid(int pid)
 }
 
 /* Configuration lines held by the constructor (ps_log_config_hold) until
- * it knows whether the tree's first process said the same: each as its
+ * it knows which the tree's processes said already: each as its
  * destination (0 stderr, 1 the log file), its length and its text.
  * Written by the constructor alone, before any other thread exists. */
 static int holding;
