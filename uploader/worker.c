@@ -364,17 +364,24 @@ handed_for_locked(int i, const struct birth *b, uint64_t w)
  * byte: a notice, an entry of `waits`, a grid) is gone.  Its slot then
  * waits for nothing: no process has that pid now, so none writes there.
  * errno is kept (an exec hook calls it). */
+/* 1 if a word of the bell names no process of a tree at all (the bell
+ * written over by a process of the same user): pid 0 or 1, or beyond. */
+static int
+not_a_pid(uint64_t w)
+{
+	return w >> 8 <= 1 || w >> 8 > INT_MAX;
+}
+
 static int
 owner_gone(uint64_t w)
 {
-	uint64_t pid = w >> 8;
 	int saved = errno, gone;
 
-	/* Not a process's pid at all (the bell written over): kill() would
-	 * probe a group, or every process, and never answer ESRCH. */
-	if (pid <= 1 || pid > INT_MAX)
+	/* kill() would probe a group, or every process, and never answer
+	 * ESRCH. */
+	if (not_a_pid(w))
 		return 1;
-	gone = kill((pid_t)pid, 0) && errno == ESRCH;
+	gone = kill((pid_t)(w >> 8), 0) && errno == ESRCH;
 	errno = saved;
 	return gone;
 }
@@ -1063,7 +1070,7 @@ tree_pending(void)
 	 * found so here is not. */
 	for (i = 0; tree_bell && i < NBIRTHS; i++) {
 		w = atomic_load(&tree_bell->births[i].word);
-		if ((w & 0xff) > BIRTH_READY || (w != BIRTH_FREE && (w >> 8 <= 1 || w >> 8 > INT_MAX)) ||
+		if ((w & 0xff) > BIRTH_READY || (w != BIRTH_FREE && not_a_pid(w)) ||
 		    ((w & 0xff) == BIRTH_WRITING && owner_gone(w)))
 			(void)atomic_compare_exchange_strong(&tree_bell->births[i].word, &w,
 							     BIRTH_FREE);
@@ -2297,9 +2304,10 @@ leads(const char *name)
 
 /* 1 if this program serves /debug/pprof itself, which only a helper of
  * its own can: it holds the address, or it is an exec'd image of the
- * tree's leader, whose old helper holds it until it ends (the listener
- * retries then).  Any other program of a tree that finds the address in
- * use (the tree's helper serves it, usually) goes without and joins. */
+ * tree's leader, whose old helper holds it until it finds the old image
+ * gone (ps_listen_stop; the listener retries meanwhile).  Any other
+ * program of a tree that finds the address in use (the tree's helper
+ * serves it, usually) goes without and joins. */
 static int
 serves_pprof(const char *name)
 {
