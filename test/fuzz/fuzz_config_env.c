@@ -58,7 +58,8 @@ check_ranges(const struct ps_config *c)
 	FUZZ_ASSERT(strnlen(c->server, sizeof(c->server)) < sizeof(c->server));
 	FUZZ_ASSERT(strnlen(c->log_file, sizeof(c->log_file)) < sizeof(c->log_file));
 	FUZZ_ASSERT(strnlen(c->app_name, sizeof(c->app_name)) < sizeof(c->app_name));
-	FUZZ_ASSERT(c->app_name[0] != '\0');
+	/* Off: nothing else is read (a name not made either). */
+	FUZZ_ASSERT(c->app_name[0] != '\0' || !c->enabled);
 	for (const char *p = c->app_name; *p; p++)
 		FUZZ_ASSERT(*p != '/' && (unsigned char)*p >= 0x20 &&
 			    (unsigned char)*p < 0x7f);
@@ -71,6 +72,14 @@ check_stored(const struct ps_config *c)
 	const char *s;
 	uint64_t v;
 	int b;
+
+	if (!c->enabled) {
+		/* Off is read first, and then nothing else. */
+		s = fake_getenv("PYROSCOPE_ENABLED");
+		FUZZ_ASSERT(s && ps_parse_bool(s, &b) == 0 && b == 0);
+		FUZZ_ASSERT(c->sample_rate == 100 && c->log_level == PS_LOG_ERROR);
+		return;
+	}
 
 	s = fake_getenv("PYROSCOPE_SAMPLE_RATE");
 	if (s && *s && ps_parse_uint(s, 1, 1000, &v) == 0)
@@ -139,6 +148,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	memset(&b, 0, sizeof(b));
 	bad = ps_config_load(&a, fake_getenv, n > 0 ? rec[0] : NULL);
 	FUZZ_ASSERT(bad >= 0 && bad <= (n > 0 ? n - 1 : 0));
+	FUZZ_ASSERT(a.enabled || bad == 0);
 	check_ranges(&a);
 	check_stored(&a);
 	FUZZ_ASSERT(ps_config_load(&b, fake_getenv, n > 0 ? rec[0] : NULL) == bad);
