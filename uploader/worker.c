@@ -360,10 +360,6 @@ handed_for_locked(int i, const struct birth *b, uint64_t w)
 	       handed[i].id[0] == b->id[0][0] && handed[i].id[1] == b->id[0][1];
 }
 
-/* 1 if the process that owns a word of the bell (its pid above the low
- * byte: a notice, an entry of `waits`, a grid) is gone.  Its slot then
- * waits for nothing: no process has that pid now, so none writes there.
- * errno is kept (an exec hook calls it). */
 /* 1 if a word of the bell names no process of a tree at all (the bell
  * written over by a process of the same user): pid 0 or 1, or beyond. */
 static int
@@ -372,6 +368,10 @@ not_a_pid(uint64_t w)
 	return w >> 8 <= 1 || w >> 8 > INT_MAX;
 }
 
+/* 1 if the process that owns a word of the bell (its pid above the low
+ * byte: a notice, an entry of `waits`, a grid) is gone.  Its slot then
+ * waits for nothing: no process has that pid now, so none writes there.
+ * errno is kept (an exec hook calls it). */
 static int
 owner_gone(uint64_t w)
 {
@@ -611,12 +611,13 @@ helper_end(void)
 
 /* ---- sessions ---------------------------------------------------------- */
 
-/* Map the first len bytes of fd -- if it is a memfd, the one a program
- * announced (id: its device and inode; NULL for a descriptor the program
- * handed over itself), and that long (a shorter file would fault on
- * access).  The helper writes to what it maps: a descriptor number read
- * from /proc may have been reused for any file by then (after an exec:
- * the loader's libraries), which must never be mapped. */
+/* Map the first len bytes of fd -- if it is a memfd, the one announced
+ * (id: its device and inode; NULL for a descriptor handed over through the
+ * socket), that long and sealed so that it stays so (a shorter file would
+ * fault on access).  What is mapped is written to: a descriptor number
+ * read from /proc may have been reused for any file by then (after an
+ * exec: the loader's libraries), which must never be mapped.  The helper
+ * maps programs' tables so; a program, its tree's bell. */
 static void *
 map_fd(int fd, size_t len, const uint64_t *id, unsigned long *ino)
 {
@@ -2070,25 +2071,6 @@ hand(const char *name)
 	return rc;
 }
 
-/* 1 if descriptor fd (st its fstat) may be mapped as a tree's bell: a
- * memfd of a bell's size at least, sealed so that it cannot shrink under
- * the mapping (a process of the same user could truncate it through /proc:
- * SIGBUS), and made by this user (a root program given a user's
- * PYROSHIM_HELPER, sudo -E, must not wait on what that user may write).
- * Else 0, and *why says why when it is the owner. */
-static int
-bell_ok(int fd, const struct stat *st, const char **why)
-{
-	if (!S_ISREG(st->st_mode) || (uint64_t)st->st_size < sizeof(struct bell) ||
-	    !ps_shmem_sealed(fd))
-		return 0;
-	if (st->st_uid != geteuid()) {
-		*why = "its bell belongs to another user";
-		return 0;
-	}
-	return 1;
-}
-
 /* Map the bell of the tree named `name` from the helper's descriptor, and
  * check it is that tree's, of this build, with its helper alive.  Returns
  * 0, or -1 with *why set.  Context: constructor. */
@@ -2096,8 +2078,9 @@ static int
 bell_map(const char *name, const char **why)
 {
 	char path[64];
-	struct stat sb, fb;
+	struct stat sb;
 	struct bell *b;
+	uint64_t id[2];
 	size_t k = sock_len(name);
 	const char *q = name + k;
 	char *end;
@@ -2129,23 +2112,28 @@ bell_map(const char *name, const char **why)
 	p = dir < 0 ? -1 : openat(dir, path, O_PATH | O_CLOEXEC);
 	*why = "its bell cannot be opened (it is gone, not ours, or out of sight)";
 	if (p >= 0 && fstat(p, &sb) == 0 && S_ISREG(sb.st_mode) &&
-	    (uint64_t)sb.st_size >= sizeof(*b))
-		fd = openat(dir, path, O_RDWR | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	    (uint64_t)sb.st_size >= sizeof(*b)) {
+		/* Made by this user only: a root program given a user's
+		 * PYROSHIM_HELPER (sudo -E) must not wait on what that user
+		 * may write. */
+		if (sb.st_uid != geteuid())
+			*why = "its bell belongs to another user";
+		else
+			fd = openat(dir, path, O_RDWR | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	}
 	if (p >= 0)
 		close(p);
 	if (dir >= 0)
 		close(dir);
-	/* The helper never closes its bell: the same file, or none. */
-	if (fd >= 0 && (fstat(fd, &fb) || fb.st_dev != sb.st_dev || fb.st_ino != sb.st_ino ||
-			!bell_ok(fd, &fb, why))) {
-		close(fd);
-		fd = -1;
-	}
 	if (fd < 0)
 		return -1;
-	b = mmap(NULL, sizeof(*b), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	/* The helper never closes its bell: the same file, or none; and
+	 * sealed, so that it cannot shrink under the mapping (map_fd). */
+	id[0] = (uint64_t)sb.st_dev;
+	id[1] = (uint64_t)sb.st_ino;
+	b = map_fd(fd, sizeof(*b), id, NULL);
 	close(fd);
-	if (b == MAP_FAILED)
+	if (!b)
 		return -1;
 	tree_bell = b;
 	*why = "its bell is not this tree's, or another build's";
@@ -2213,7 +2201,6 @@ join(const char *name, const char **why)
 	struct pollfd p;
 	int fds[MAX_FDS], nfd = table_fds(fds), fd, bfd = -1, nb;
 	struct bell *b;
-	struct stat st;
 	ssize_t got;
 
 	if (nfd < 0) {
@@ -2262,11 +2249,11 @@ join(const char *name, const char **why)
 		*why = "it refused this program (another build of pyroshim, or it is ending)";
 		goto fail;
 	}
+	/* Sealed and of a bell's size, as one mapped through /proc (its
+	 * sender is of this user: SO_PEERCRED above). */
 	*why = "its bell could not be mapped";
-	if (fstat(bfd, &st) || !bell_ok(bfd, &st, why))
-		goto fail;
-	b = mmap(NULL, sizeof(*b), PROT_READ | PROT_WRITE, MAP_SHARED, bfd, 0);
-	if (b == MAP_FAILED)
+	b = map_fd(bfd, sizeof(*b), NULL, NULL);
+	if (!b)
 		goto fail;
 	close(bfd);
 	close(fd);
