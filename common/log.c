@@ -49,10 +49,12 @@ static int holding;
 static char held[8192];
 static size_t nheld;
 
-static void hold_or_write(int fd, const char *line, size_t n);
+static void hold_or_write(int fd, const char *line, size_t n, int config);
 
+/* One line, with one write(2); `config`: a configuration line, which the
+ * constructor may hold. */
 static void
-emit(const char *prefix, const char *fmt, va_list ap)
+emit(const char *prefix, const char *fmt, va_list ap, int config)
 {
 	char line[1024];
 	int saved = errno;
@@ -68,7 +70,7 @@ emit(const char *prefix, const char *fmt, va_list ap)
 	if ((size_t)n > sizeof(line) - 2)
 		n = sizeof(line) - 2;
 	line[n++] = '\n';
-	hold_or_write(log_fd, line, (size_t)n);
+	hold_or_write(log_fd, line, (size_t)n, config);
 out:
 	errno = saved;
 }
@@ -82,9 +84,9 @@ write_line(int fd, const char *line, size_t n)
 }
 
 static void
-hold_or_write(int fd, const char *line, size_t n)
+hold_or_write(int fd, const char *line, size_t n, int config)
 {
-	if (!holding || strncmp(line, "pyroshim: ", 10)) {
+	if (!holding || !config) {
 		write_line(fd, line, n);
 		return;
 	}
@@ -171,7 +173,7 @@ ps_log(int level, const char *fmt, ...)
 	snprintf(prefix, sizeof(prefix), "pyroshim[%d]: %s: ", log_pid ? log_pid : (int)getpid(),
 		 level_names[level]);
 	va_start(ap, fmt);
-	emit(prefix, fmt, ap);
+	emit(prefix, fmt, ap, 0);
 	va_end(ap);
 }
 
@@ -193,6 +195,6 @@ ps_log_config(const char *fmt, ...)
 	if (config_quiet)
 		return;
 	va_start(ap, fmt);
-	emit("pyroshim: ", fmt, ap);
+	emit("pyroshim: ", fmt, ap, 1);
 	va_end(ap);
 }
