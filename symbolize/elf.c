@@ -666,10 +666,7 @@ ps_elf_load(const char *path, const ElfW(Phdr) *mem, uint32_t phnum, struct ps_s
 struct shared_tab {
 	struct ps_shared sh;    /* first: the set's list points at the block */
 	struct ps_symtab tab;   /* what ps_elf_get hands out */
-	dev_t dev;
-	ino_t ino;
-	off_t size;
-	struct timespec mtime;
+	struct stat st;
 	uint64_t serial;        /* ps_elf_file_id; 0: never shared (the file
 				 * changed while it was read) */
 };
@@ -693,12 +690,16 @@ tab_free(struct ps_shared *e)
 static struct ps_shared_set tabs = { .max_idle = PS_ELF_IDLE_TABS, .free = tab_free };
 static uint64_t tabs_serial;
 
+/* 1 if stat(2) says a and b are the same file, unchanged.  The change
+ * time too: a build installed by tar or `cp -p` (or reproducible, its
+ * mtime fixed) over one of the same size may get the inode the old one
+ * freed, and the same mtime; its ctime, which no one can set, is new. */
 static int
-same_file(const struct shared_tab *e, const struct stat *st)
+same_stat(const struct stat *a, const struct stat *b)
 {
-	return e->serial && e->dev == st->st_dev && e->ino == st->st_ino &&
-	       e->size == st->st_size && e->mtime.tv_sec == st->st_mtim.tv_sec &&
-	       e->mtime.tv_nsec == st->st_mtim.tv_nsec;
+	return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+	       a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+	       a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
 }
 
 int
@@ -711,7 +712,7 @@ ps_elf_get(const char *path, const ElfW(Phdr) *mem, uint32_t phnum, const struct
 
 	for (h = known ? tabs.head : NULL; h; h = h->next) {
 		e = PS_SHARED_ENTRY(h, struct shared_tab, sh);
-		if (same_file(e, &before)) {
+		if (e->serial && same_stat(&e->st, &before)) {
 			ps_shared_hold(&tabs, h);
 			*out = &e->tab;
 			return 0;
@@ -726,14 +727,8 @@ ps_elf_get(const char *path, const ElfW(Phdr) *mem, uint32_t phnum, const struct
 		return rc;
 	}
 	/* Shared only when the file read is the one stat(2) saw. */
-	if (known && stat(path, &after) == 0 && before.st_dev == after.st_dev &&
-	    before.st_ino == after.st_ino && before.st_size == after.st_size &&
-	    before.st_mtim.tv_sec == after.st_mtim.tv_sec &&
-	    before.st_mtim.tv_nsec == after.st_mtim.tv_nsec) {
-		e->dev = after.st_dev;
-		e->ino = after.st_ino;
-		e->size = after.st_size;
-		e->mtime = after.st_mtim;
+	if (known && stat(path, &after) == 0 && same_stat(&before, &after)) {
+		e->st = after;
 		e->serial = ++tabs_serial;
 	}
 	ps_shared_add(&tabs, &e->sh);

@@ -57,8 +57,8 @@ int ps_elf_load(const char *path, const ElfW(Phdr) *mem, uint32_t phnum,
  * helper serves one program after another, and they load the same
  * objects, so libc's .symtab is read and sorted once for all of them.
  * Tables are keyed by what stat(2) says of the file (device, inode, size,
- * modification time); one is shared only if the file did not change while
- * it was read.  The program headers are checked at the first read only:
+ * modification and change times); one is shared only if the file did not
+ * change while it was read.  The program headers are checked at the first read only:
  * the same file has the same ones.  Returns 1 (the file was read now) or
  * 0 (another reader had read it) and a reference in *out, which stays
  * valid and unchanged until ps_elf_put; or as ps_elf_load.

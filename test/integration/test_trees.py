@@ -482,6 +482,45 @@ class Trees(ShimTest):
         self.assertEqual(self.helpers_started(), 1, text[-3000:])
         self.assertIn(child, self.pids_of("tree", "block.pb.gz"), text[-3000:])
 
+    def test_a_build_installed_in_place_is_named_from_its_own_symbols(self):
+        """The helper keeps the symbol tables of the files its programs
+        ran, for the next programs, keyed by what stat(2) says of the
+        file.  A build written over another of the same size keeps the
+        inode, and an installer that sets the mtime (tar, `cp -p`, a
+        reproducible build) keeps that too: only the change time tells
+        them apart.  Here the first build's functions are aaa_*, the
+        second's bbb_*, and each program's samples must name its own."""
+        src = os.path.join(self.tmp, "burn.c")
+        with open(src, "w") as f:
+            f.write("#include <time.h>\n"
+                    "volatile unsigned long sink;\n"
+                    "static double cpu_ms(void) { struct timespec t;\n"
+                    "  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);\n"
+                    "  return t.tv_sec * 1e3 + t.tv_nsec / 1e6; }\n"
+                    "__attribute__((noinline)) void NAME(double ms) { double s = cpu_ms();\n"
+                    "  while (cpu_ms() - s < ms) for (int i = 0; i < 1000; i++) sink += i; }\n"
+                    "int main(void) { NAME(150); return 0; }\n")
+        builds = []
+        for name in ("aaa_burn", "bbb_burn"):
+            builds.append(os.path.join(self.tmp, name))
+            subprocess.run(["cc", "-O1", "-g", "-DNAME=" + name, src, "-o", builds[-1]],
+                           check=True, timeout=120)
+        self.assertEqual(os.path.getsize(builds[0]), os.path.getsize(builds[1]))
+        prog = os.path.join(self.tmp, "prog")
+        r = run(["sh", "-c", 'cp "$1" "$3"; touch -d @1700000000 "$3"; "$3"; '
+                 'cat "$2" > "$3"; touch -d @1700000000 "$3"; "$3"',
+                 "sh", builds[0], builds[1], prog], self.env({"PYROSCOPE_LOG_LEVEL": "debug"}))
+        self.assertEqual((r.rc, r.out, r.err), (0, b"", b""))
+        helper_log(self, self.log)
+        named = {}
+        for path in self.files_of("tree", "cpu.pb.gz"):
+            for pid, samples in pprof_by_pid(path)[1].items():
+                for _, frames in samples:
+                    named.setdefault(pid, set()).update(
+                        f for f in frames if f in ("aaa_burn", "bbb_burn"))
+        self.assertEqual(sorted(tuple(sorted(v)) for v in named.values() if v),
+                         [("aaa_burn",), ("bbb_burn",)], named)
+
     def test_a_shells_children_look_nothing_up_before_their_exec(self):
         """Between its fork and its exec, a shell's child makes no call of
         the shim's into the C library that the shell has not made: the
