@@ -27,6 +27,12 @@ void *ps_shmem_new(size_t len);
  * process.  Returns 0 or -ENOMEM (the old pages then stay). */
 int ps_shmem_renew(void *p, size_t len) PS_WUR;
 
+/* Map len bytes of fd (-1: anonymous memory) shared, at p (NULL:
+ * anywhere), left out of core dumps as every mapping of these is; or
+ * NULL.  Keeps nothing of fd: for a descriptor another process handed
+ * over (and for ps_shmem_new). */
+void *ps_shmem_map(void *p, size_t len, int fd);
+
 /* Unmap a mapping made by ps_shmem_new. */
 void ps_shmem_free(void *p, size_t len);
 

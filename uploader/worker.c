@@ -628,10 +628,10 @@ map_fd(int fd, size_t len, const uint64_t *id, unsigned long *ino)
 	    !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size < len ||
 	    (id && (id[0] != (uint64_t)sb.st_dev || id[1] != (uint64_t)sb.st_ino)))
 		return NULL;
-	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	p = ps_shmem_map(NULL, len, fd);
 	if (ino)
 		*ino = (unsigned long)sb.st_ino;
-	return p == MAP_FAILED ? NULL : p;
+	return p;
 }
 
 /* A joined program's export state, from what it sent: as its own

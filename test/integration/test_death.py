@@ -6,6 +6,7 @@ exactly its own children and holds no descriptor of the shim's.  Profiles
 are read with `go tool pprof`."""
 import glob
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -274,6 +275,36 @@ class Death(ShimTest):
         for lib in ("libz.so", "libcurl", "libdw"):
             self.assertEqual([m for m in maps.splitlines() if lib in m], [])
         self.assertGreater(helper, 0)
+
+    def test_the_shims_shared_memory_is_left_out_of_core_dumps(self):
+        # A program's core is the same with the shim: its tables (10 MiB
+        # by default), control block and its tree's bell are not in it,
+        # nor do they use up RLIMIT_CORE before the program's stack.  The
+        # kernel says so of each mapping ("dd" in VmFlags): here in a
+        # tree's leader (sh) and in a program of its tree (cat).
+        p = subprocess.Popen(["sh", "-c", "cat; true"], env=self.env(), stdin=subprocess.PIPE,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            self.helper_of(p.pid)
+            deadline = time.monotonic() + 10
+            kids = []
+            while not kids and time.monotonic() < deadline:
+                with open("/proc/%d/task/%d/children" % (p.pid, p.pid)) as f:
+                    kids = [int(k) for k in f.read().split()]
+                time.sleep(0.02)
+            self.assertEqual(len(kids), 1)
+            # The member maps the bell in its constructor, before main.
+            while time.monotonic() < deadline and "pyroshim" not in open("/proc/%d/maps" % kids[0]).read():
+                time.sleep(0.02)
+            for pid in (p.pid, kids[0]):
+                with open("/proc/%d/smaps" % pid) as f:
+                    flags = re.findall(r"^[0-9a-f]+-[0-9a-f]+ .*/memfd:pyroshim.*\n(?:(?![0-9a-f]+-).*\n)*?"
+                                       r"VmFlags:(.*)$", f.read(), re.M)
+                self.assertGreater(len(flags), 0, pid)
+                self.assertEqual([f for f in flags if " dd" not in f], [], pid)
+        finally:
+            _, err = p.communicate(b"x", timeout=30)
+        self.assertEqual((p.returncode, err), (0, b""))
 
     def test_nothing_recorded_means_no_wait_at_exit_unless_a_span_is_sent(self):
         # The helper is stopped before the program ends: a program that
