@@ -143,15 +143,22 @@ sigset(int sig, sighandler_t disp)
 PS_SIGSAFE PS_EXPORT int
 pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
 {
-	sigset_t copy;
+	sigset_t copy, prev;
 	int was = ps_sigvirt_thread_blocked(), rc;
 
 	PS_NEXT(pthread_sigmask);
 	if (!real_pthread_sigmask)
 		return ENOSYS;
-	rc = real_pthread_sigmask(how, ps_sigvirt_mask_in(set, &copy), old);
-	if (rc == 0)
-		ps_sigvirt_mask_out(how, set, old, was);
+	/* Into prev, which the same system call returns: `set` is read
+	 * after the call, and a program may pass one set as both.  (The
+	 * kernel fills the first 8 of its 128 bytes.) */
+	sigemptyset(&prev);
+	rc = real_pthread_sigmask(how, ps_sigvirt_mask_in(set, &copy), &prev);
+	if (rc == 0) {
+		ps_sigvirt_mask_out(how, set, &prev, was);
+		if (old)
+			*old = prev;
+	}
 	return rc;
 }
 
@@ -166,7 +173,7 @@ pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
 PS_SIGSAFE PS_EXPORT int
 sigprocmask(int how, const sigset_t *set, sigset_t *old)
 {
-	sigset_t copy;
+	sigset_t copy, prev;
 	int was = ps_sigvirt_thread_blocked(), rc;
 
 	if (ps_unwind_active()) {
@@ -176,9 +183,13 @@ sigprocmask(int how, const sigset_t *set, sigset_t *old)
 	}
 	PS_NEXT(sigprocmask);
 	PS_NEXT_MISSING(sigprocmask, -1);
-	rc = real_sigprocmask(how, ps_sigvirt_mask_in(set, &copy), old);
-	if (rc == 0)
-		ps_sigvirt_mask_out(how, set, old, was);
+	sigemptyset(&prev);   /* as above */
+	rc = real_sigprocmask(how, ps_sigvirt_mask_in(set, &copy), &prev);
+	if (rc == 0) {
+		ps_sigvirt_mask_out(how, set, &prev, was);
+		if (old)
+			*old = prev;
+	}
 	return rc;
 }
 

@@ -101,7 +101,8 @@ void ps_sigvirt_action(const struct sigaction *act, struct sigaction *old) PS_SI
  * signal removed, in *copy; `set` itself if nothing changes).  Then, once
  * the call succeeded, ps_sigvirt_mask_out() records the program's wish,
  * shows it in *old (`was` is ps_sigvirt_thread_blocked() from before the
- * call), and sends again a delivery kept while it was blocked. */
+ * call), and sends again a delivery kept while it was blocked.  `old` is
+ * required: the mask before the call, as the kernel returned it. */
 const sigset_t *ps_sigvirt_mask_in(const sigset_t *set, sigset_t *copy) PS_SIGSAFE;
 void ps_sigvirt_mask_out(int how, const sigset_t *set, sigset_t *old, int was) PS_SIGSAFE;
 

@@ -122,6 +122,22 @@ class GoProgram(ShimTest):
         cpu = rates[1][1].cpu
         self.assertAlmostEqual(total, cpu, delta=0.15 * cpu)
 
+    @unittest.skipUnless(os.path.exists(GOLEAF), "no goleaf")
+    def test_the_shims_signal_sent_by_the_program_reaches_every_go_thread(self):
+        # The program waits for the shim's own signal (os/signal) and
+        # sends it to each of its threads.  Go's threads are made with
+        # every signal blocked (pthread_sigmask, which the shim sees) and
+        # unblock them with the system call (which it does not): the shim
+        # kept them as blocking its signal, and held every one sent to
+        # them (all but the main thread's); then, through the mask each
+        # thread restores after making the next, the threads those made.
+        env = {"PYROSCOPE_OUTPUT_DIR": self.out, "PYROSCOPE_CPU_SIGNAL": "61"}
+        want = b"signal 61 sent to each thread, lost 0\n"
+        base = run([GOLEAF, "signal", "61"], clean_env(env, preload=False))
+        self.assertEqual((base.rc, base.out, base.err), (0, want, b""))
+        r = run([GOLEAF, "signal", "61"], clean_env(env))
+        self.assertEqual((r.rc, r.out, r.err), (0, want, b""))
+
     @unittest.skipUnless(os.path.exists(GOGEN_STRIPPED), "no gogen-stripped")
     def test_stripped_binary_is_named_from_its_function_table(self):
         # -ldflags=-s drops .symtab; the names come from .gopclntab.  Read

@@ -12,9 +12,15 @@
 // Its output depends only on its argument.
 //
 // usage: goleaf ROUNDS [cexit]
+//        goleaf signal SIG
 // cexit: end through the C library's exit(3), so that the ELF destructors
 // run (the shim reports its signal stacks' deepest use from one), as a Go
 // program's own exit never does.
+// signal: the program waits for signal SIG (os/signal) and sends it to each
+// of its threads in turn (tgkill), and says whether each one came.  Go's
+// threads start with every signal blocked (the C library's
+// pthread_sigmask, around pthread_create) and unblock them with the
+// system call itself.
 package main
 
 import (
@@ -22,8 +28,11 @@ import (
 	"goleaf/cspin"
 	"net"
 	"os"
+	"os/signal"
+	"runtime"
 	"strconv"
 	"syscall"
+	"time"
 	"unsafe"
 )
 
@@ -100,7 +109,50 @@ func cgoAlloc(n int) uint64 {
 	return cspin.Churn(uint64(n))
 }
 
+// signals: SIG sent to each thread, each received within 2 s.
+func signals(sig syscall.Signal) {
+	c := make(chan os.Signal, 64)
+	signal.Notify(c, sig)
+	// Threads of their own, each locked to its goroutine for good.
+	for i := 0; i < 4; i++ {
+		go func() {
+			runtime.LockOSThread()
+			select {}
+		}()
+	}
+	time.Sleep(200 * time.Millisecond)
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		panic(err)
+	}
+	lost := 0
+	for _, t := range tasks {
+		tid, err := strconv.Atoi(t.Name())
+		if err != nil {
+			panic(err)
+		}
+		if err := syscall.Tgkill(os.Getpid(), tid, sig); err != nil {
+			panic(err)
+		}
+		select {
+		case <-c:
+		case <-time.After(2 * time.Second):
+			lost++
+		}
+	}
+	fmt.Println("signal", int(sig), "sent to each thread, lost", lost)
+}
+
 func main() {
+	if len(os.Args) == 3 && os.Args[1] == "signal" {
+		sig, err := strconv.Atoi(os.Args[2])
+		if err != nil || sig <= 0 || sig > 64 {
+			fmt.Fprintln(os.Stderr, "goleaf: bad SIG")
+			os.Exit(2)
+		}
+		signals(syscall.Signal(sig))
+		return
+	}
 	if len(os.Args) != 2 && (len(os.Args) != 3 || os.Args[2] != "cexit") {
 		fmt.Fprintln(os.Stderr, "usage: goleaf ROUNDS [cexit]")
 		os.Exit(2)
