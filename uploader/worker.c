@@ -106,6 +106,12 @@ struct ctl {
 	 * says it ended so. */
 	_Atomic uint32_t maps_len;
 	char maps[16384];
+	/* The same lines as the helper's accepting thread read them when the
+	 * program handed its tables over (hand_over), to name its frames
+	 * from if it dies before its notice is taken (take_birth).  Written
+	 * by the helper only. */
+	_Atomic uint32_t seen_len;
+	char seen[16384];
 };
 
 /* A birth notice, in the tree's bell: a program of the tree says where
@@ -236,6 +242,7 @@ struct session {
 	struct ps_export *x;
 	unsigned long ctl_inode;    /* tells when its image is gone after an exec */
 	uint64_t gone_at;           /* when it was found gone (CLOCK_MONOTONIC) */
+	int killed;                 /* taken once dead, without a word (no pidfd) */
 	uint64_t next_look;         /* when its maps may be read again */
 	const char *argv[MAX_ARGS + 1];
 	/* A joined program's (mmap'ed by the accepting thread, which does
@@ -875,6 +882,7 @@ take_birth(struct birth *b, int orphans, int now)
 	pid_t pid = (pid_t)(w >> 8), ppid;
 	struct birth *p;
 	unsigned k;
+	uint32_t n;
 
 	if ((w & 0xff) != BIRTH_READY)
 		return;
@@ -931,6 +939,16 @@ take_birth(struct birth *b, int orphans, int now)
 	s->c = map_fd(fd[0], sizeof(*s->c), b->id[0], &s->ctl_inode);
 	why = exec && fd[0] < 0 ? "its tables never came" :
 	      !s->c ? "its tables are not the memfds it announced" : "it is gone";
+	/* Gone without a word (killed, crashed) before its notice was
+	 * taken: its frames are named from what it mapped when it handed
+	 * its tables over, and its last pass is made now. */
+	if (s->c && exec && !ended_unwaited(s->c) && (s->pidfd < 0 || host_gone(s->pidfd)) &&
+	    (n = atomic_load_explicit(&s->c->seen_len, memory_order_acquire)) != 0 &&
+	    n <= sizeof(s->c->maps)) {
+		memcpy(s->c->maps, s->c->seen, n);
+		atomic_store_explicit(&s->c->maps_len, n, memory_order_release);
+		s->killed = 1;
+	}
 	/* Gone already is no matter for an image that ended without
 	 * waiting: it left all its last pass needs, and asked for it. */
 	if (!s->c || (s->pidfd < 0 && !(exec && ended_unwaited(s->c))))
@@ -1251,7 +1269,7 @@ serve(struct session *s, uint64_t now)
 		if (req == REQ_FINAL)
 			return 1;
 	}
-	if (s->pidfd >= 0 && host_gone(s->pidfd)) {
+	if (s->killed || (s->pidfd >= 0 && host_gone(s->pidfd))) {
 		/* Killed, or ended without a word (a raw exit_group,
 		 * as Go programs end): everything sampled is here. */
 		if (s->root)
@@ -1475,7 +1493,72 @@ recv_fds(int fd, void *buf, size_t len, int *fds, int *n)
 	return (m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) ? -1 : got;
 }
 
+/* The executable mappings of a maps file (/proc/PID/maps), as its lines,
+ * into dst.  Returns their length, or 0 when they cannot be read or do not
+ * fit in cap bytes.  Async-signal-safe: system calls, a stack buffer; no
+ * malloc (the accepting thread has no arena). */
+PS_SIGSAFE static uint32_t
+maps_lines(const char *path, char *dst, size_t cap)
+{
+	char buf[4096], *line, *nl, *sp;
+	size_t have = 0, used = 0, n;
+	ssize_t r;
+	int fd = (int)syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0)
+		return 0;
+	for (;;) {
+		r = syscall(SYS_read, fd, buf + have, sizeof(buf) - have);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		have += (size_t)r;
+		for (line = buf; (nl = memchr(line, '\n', (size_t)(buf + have - line))); line = nl + 1) {
+			n = (size_t)(nl + 1 - line);
+			sp = memchr(line, ' ', n);
+			/* "lo-hi perms ...": the executable ones. */
+			if (!sp || nl - sp < 4 || sp[3] != 'x')
+				continue;
+			if (used + n > cap)
+				goto fail;
+			memcpy(dst + used, line, n);
+			used += n;
+		}
+		have = (size_t)(buf + have - line);
+		memmove(buf, line, have);
+		if (have == sizeof(buf))   /* a line longer than the buffer */
+			goto fail;
+	}
+	if (r == 0) {
+		(void)syscall(SYS_close, fd);
+		return (uint32_t)used;
+	}
+fail:
+	(void)syscall(SYS_close, fd);
+	return 0;
+}
+
 /* ---- joining a tree: the helper's side --------------------------------- */
+
+/* What program pid maps, read now, into its control block (descriptor
+ * fd): at its first record, to name its frames from if it dies before
+ * its notice is taken.  A crash or a kill within the notice's grace had
+ * lost all it recorded.  Accepting thread. */
+static void
+seen(pid_t pid, int fd)
+{
+	char path[64];
+	struct ctl *k = map_fd(fd, sizeof(*k), NULL, NULL);
+	uint32_t n;
+
+	if (!k)
+		return;
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	n = maps_lines(path, k->seen, sizeof(k->seen));
+	atomic_store_explicit(&k->seen_len, n, memory_order_release);
+	(void)munmap(k, sizeof(*k));
+}
 
 /* An announced program's descriptors (a struct hand from pid): kept for
  * its notice, which take_birth() takes or take_births() drops.  Takes
@@ -1503,6 +1586,7 @@ hand_over(const struct hand *h, pid_t pid, int *fds, int nfd)
 			close(fds[--nfd]);
 		return;
 	}
+	seen(pid, fds[0]);
 	pthread_mutex_lock(&hand_lock);
 	while (handed[slot].n)
 		close(handed[slot].fd[--handed[slot].n]);
@@ -2798,47 +2882,11 @@ ps_worker_is_helper(void)
 
 /* This program's executable mappings, as lines of its /proc/self/maps,
  * into its control block.  Returns their length, or 0 when they cannot be
- * read or do not fit.  Async-signal-safe: system calls, a stack buffer. */
+ * read or do not fit.  Async-signal-safe. */
 PS_SIGSAFE static uint32_t
 maps_copy(void)
 {
-	char buf[4096], *line, *nl, *sp;
-	size_t have = 0, used = 0, n;
-	ssize_t r;
-	int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/maps", O_RDONLY | O_CLOEXEC);
-
-	if (fd < 0)
-		return 0;
-	for (;;) {
-		r = syscall(SYS_read, fd, buf + have, sizeof(buf) - have);
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		have += (size_t)r;
-		for (line = buf; (nl = memchr(line, '\n', (size_t)(buf + have - line))); line = nl + 1) {
-			n = (size_t)(nl + 1 - line);
-			sp = memchr(line, ' ', n);
-			/* "lo-hi perms ...": the executable ones. */
-			if (!sp || nl - sp < 4 || sp[3] != 'x')
-				continue;
-			if (used + n > sizeof(c->maps))
-				goto fail;
-			memcpy(c->maps + used, line, n);
-			used += n;
-		}
-		have = (size_t)(buf + have - line);
-		memmove(buf, line, have);
-		if (have == sizeof(buf))   /* a line longer than the buffer */
-			goto fail;
-	}
-	if (r == 0) {
-		(void)syscall(SYS_close, fd);
-		return (uint32_t)used;
-	}
-fail:
-	(void)syscall(SYS_close, fd);
-	return 0;
+	return maps_lines("/proc/self/maps", c->maps, sizeof(c->maps));
 }
 
 /* A member of a tree that ends, and whose helper has (or will take from

@@ -2,9 +2,11 @@
  * armed by a previous image would kill it with SIGPROF.  With EXECS, half
  * way through it tries that many execs of a file that does not exist (as
  * execvp does along PATH): each stops and re-arms the shim's timer, and
- * nothing may be counted twice.
- * usage: spin [MILLISECONDS [EXECS]] */
+ * nothing may be counted twice.  With "abort", it ends by abort(3)
+ * instead: dies by SIGABRT.
+ * usage: spin [MILLISECONDS [EXECS | abort]] */
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -31,6 +33,10 @@ main(int argc, char **argv)
 	int execs = argc > 2 ? atoi(argv[2]) : 0;
 	char *args[] = { "missing", NULL };
 
+	if (argc > 2 && !strcmp(argv[2], "abort")) {
+		burn(ms);
+		abort();
+	}
 	if (!execs) {
 		burn(ms);
 		return 0;
