@@ -3,6 +3,7 @@
 #include "uploader/worker.h"
 #include "common/clock.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -353,6 +354,7 @@ static unsigned npending;
 static pthread_mutex_t hand_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct {
 	pid_t pid;
+	uid_t uid;         /* the sender's user */
 	int n, fd[3];
 	uint64_t id[2];    /* the control block's device and inode */
 } handed[NBIRTHS];
@@ -860,6 +862,24 @@ reg_check(struct reg *r)
 	return 0;
 }
 
+/* The settings of a program of another user (a fork child that gave up
+ * root, as a server's workers do), made those of a program of this one,
+ * e: what it sent is trusted no more than any program of that user, and
+ * this helper would write files where it says, with its name.  It keeps
+ * its own name (a file name's part), its addresses, span and tables. */
+static void
+distrust(struct reg *r, const struct ps_export *e)
+{
+	char *p;
+
+	r->cfg = *e->cfg;
+	memcpy(r->dir, e->dir, sizeof(r->dir));
+	for (p = r->app; *p; p++)
+		if (*p == '/' || !isprint((unsigned char)*p))
+			*p = '_';
+	snprintf(r->cfg.app_name, sizeof(r->cfg.app_name), "%s", r->app);
+}
+
 /* One birth notice, taken: a session with the program's own tables, and
  * the settings of its parent's session (a fork child) or its own (an
  * exec'd image).  The program learns it was taken from its control block
@@ -875,7 +895,7 @@ take_birth(struct birth *b, int orphans, int now)
 	struct session *s;
 	struct ps_stacktab st;
 	struct ps_livetab lt;
-	int fd[3] = { -1, -1, -1 }, i, ok = 0, exec, slot = (int)(b - tree_bell->births);
+	int fd[3] = { -1, -1, -1 }, i, ok = 0, exec, own = 1, slot = (int)(b - tree_bell->births);
 	const char *why = "out of memory", *then;
 	uint64_t w = atomic_load_explicit(&b->word, memory_order_acquire);
 	uint64_t age = ps_clock_ns(CLOCK_MONOTONIC) - b->at;
@@ -931,6 +951,7 @@ take_birth(struct birth *b, int orphans, int now)
 	pthread_mutex_lock(&hand_lock);
 	if (exec && handed_for_locked(slot, b, (uint64_t)pid << 8)) {
 		memcpy(fd, handed[slot].fd, (size_t)handed[slot].n * sizeof(int));
+		own = handed[slot].uid == getuid();
 		handed[slot].n = handed[slot].pid = 0;   /* fd[] has them now */
 	}
 	pthread_mutex_unlock(&hand_lock);
@@ -959,6 +980,8 @@ take_birth(struct birth *b, int orphans, int now)
 		why = "its settings are another build's";
 		if (reg_check(&s->r))
 			goto out;
+		if (!own)
+			distrust(&s->r, px ? px : x);
 	} else {
 		/* What the parent's constructor made, as a join would send it. */
 		s->r.has_lt = px->lt != NULL;
@@ -1560,11 +1583,11 @@ seen(pid_t pid, int fd)
 	(void)munmap(k, sizeof(*k));
 }
 
-/* An announced program's descriptors (a struct hand from pid): kept for
- * its notice, which take_birth() takes or take_births() drops.  Takes
- * the descriptors. */
+/* An announced program's descriptors (a struct hand from pid, of user
+ * uid): kept for its notice, which take_birth() takes or take_births()
+ * drops.  Takes the descriptors. */
 static void
-hand_over(const struct hand *h, pid_t pid, int *fds, int nfd)
+hand_over(const struct hand *h, pid_t pid, uid_t uid, int *fds, int nfd)
 {
 	struct stat sb;
 	int slot = h->slot;
@@ -1591,6 +1614,7 @@ hand_over(const struct hand *h, pid_t pid, int *fds, int nfd)
 	while (handed[slot].n)
 		close(handed[slot].fd[--handed[slot].n]);
 	handed[slot].pid = pid;
+	handed[slot].uid = uid;
 	handed[slot].n = nfd;
 	handed[slot].id[0] = (uint64_t)sb.st_dev;
 	handed[slot].id[1] = (uint64_t)sb.st_ino;
@@ -1620,15 +1644,22 @@ admit(int fd)
 	int fds[MAX_FDS] = { -1, -1, -1 }, nfd = 0, i, queued = 0;
 	ssize_t n;
 
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) || cr.uid != getuid() ||
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) ||
 	    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)))
 		return;
 	n = recv_fds(fd, &in, sizeof(in), fds, &nfd);
 	if (n == (ssize_t)sizeof(in.h)) {
-		hand_over(&in.h, cr.pid, fds, nfd);
+		/* From any user: only a process that maps the tree's bell
+		 * holds a notice there (hand_over checks), and one of
+		 * another user -- a fork child that gave up root, as a
+		 * server's workers do -- is taken with its parent's
+		 * settings, not its own (take_birth). */
+		hand_over(&in.h, cr.pid, cr.uid, fds, nfd);
 		return;
 	}
-	if (n != (ssize_t)sizeof(in.r) || reg_check(&in.r) || nfd != 2 + (in.r.has_lt != 0))
+	/* A join brings settings of its own: this user's programs only. */
+	if (cr.uid != getuid() || n != (ssize_t)sizeof(in.r) || reg_check(&in.r) ||
+	    nfd != 2 + (in.r.has_lt != 0))
 		goto out;
 	s = session_new();
 	if (!s)
