@@ -183,7 +183,12 @@ log_setup(const struct ps_config *c)
 		 * goes away would raise SIGPIPE in the program's threads. */
 		fd = open(c->log_file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW |
 			  O_NONBLOCK, 0600);
-		if (fd < 0) {
+		if (fd < 0 && errno == EACCES && ps_worker_tree_foreign(c)) {
+			/* The tree's log, of another user (sudo -E, setpriv):
+			 * its lines would be this program's stderr. */
+			ps_log_setup(PS_LOG_ERROR, -1);   /* as if none were asked for */
+			return;
+		} else if (fd < 0) {
 			ps_log_config("PYROSCOPE_LOG_FILE=%s: %s; using stderr", c->log_file,
 				      strerror(errno));
 		} else if (fstat(fd, &st) || !(S_ISREG(st.st_mode) || S_ISCHR(st.st_mode))) {
@@ -464,6 +469,7 @@ static void
 start_export(struct ps_config *c)
 {
 	struct ps_export *x = &g.x;
+	int rc;
 
 	/* g is zero (static; once per image): not cleared, which would fault
 	 * in the 15 pages of x in every process (BENCHMARKS 14n). */
@@ -483,7 +489,14 @@ start_export(struct ps_config *c)
 	(void)ps_remote_setup(&x->remote, c, x->span, x->start_ns);
 	/* A server that cannot be used falls back to local files. */
 	output_dir(c, x->remote.on, x->dir, sizeof(x->dir));
-	ps_export_check_dir(x);
+	rc = ps_export_check_dir(x);
+	/* sudo -E, setpriv, gosu in a profiled tree: the directory is the
+	 * tree's, and its user's; not a mistake of this program's. */
+	if (rc && ps_worker_tree_foreign(c))
+		ps_info("PYROSCOPE_OUTPUT_DIR=%s: %s: the directory of a process tree of another "
+			"user; local profiles are not written", x->dir, strerror(-rc));
+	else if (rc)
+		ps_export_refuse_dir(x->dir, rc);
 	if (x->nlabels)
 		ps_info("trace_id %s, root span_id %s", x->trace_hex, x->span_hex);
 	say_config(c);  /* before the helper: a copy must hold nothing */

@@ -88,15 +88,15 @@ ps_export_refuse_dir(const char *dir, int rc)
 		      strerror(-rc));
 }
 
-void
+int
 ps_export_check_dir(struct ps_export *x)
 {
 	int rc;
 
-	if (x->dir[0] && x->dirfd == -1 && (rc = ps_files_check_dir(x->dir)) != 0) {
-		ps_export_refuse_dir(x->dir, rc);
-		x->dirfd = -2;
-	}
+	if (!x->dir[0] || x->dirfd != -1 || (rc = ps_files_check_dir(x->dir)) == 0)
+		return 0;
+	x->dirfd = -2;
+	return rc;
 }
 
 /* Make the fold at the first pass or scrape.  Returns 0 or -ENOMEM (the

@@ -84,9 +84,10 @@ void ps_export_setup(struct ps_export *x);
 void ps_export_set_span(struct ps_export *x, struct ps_span *sp);
 
 /* Check the output directory now, from the program's side, so that a
- * refusal is said on the program's stderr (the helper process has none).
- * Context: constructor, fork child. */
-void ps_export_check_dir(struct ps_export *x);
+ * refusal is said on the program's stderr (the helper process has none):
+ * 0, or -errno (then ps_export_refuse_dir says it, unless the program
+ * has a reason not to).  Context: constructor, fork child. */
+int ps_export_check_dir(struct ps_export *x);
 
 /* The output directory cannot be used (rc: a negative errno): a
  * configuration mistake, said once per process or tree; a failed write

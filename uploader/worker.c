@@ -2186,6 +2186,37 @@ hand(const char *name)
 	return rc;
 }
 
+/* The helper's pid in a tree's name ("SOCKET-HPID-BELLFD"), and the
+ * number of its bell's descriptor in *bfd; or -1. */
+static long
+name_pid(const char *name, long *bfd)
+{
+	const char *q = name + sock_len(name);
+	char *end;
+	long hpid;
+
+	if (*q++ != '-')
+		return -1;
+	hpid = strtol(q, &end, 10);
+	if (*end != '-' || hpid <= 0 || hpid > INT_MAX)
+		return -1;
+	*bfd = strtol(end + 1, &end, 10);
+	if (*end || *bfd < 0 || *bfd > INT_MAX)
+		return -1;
+	return hpid;
+}
+
+int
+ps_worker_tree_foreign(const struct ps_config *cfg)
+{
+	char path[32];
+	struct stat sb;
+	long bfd, hpid = name_pid(cfg->tree_helper, &bfd);
+
+	snprintf(path, sizeof(path), "/proc/%ld", hpid);
+	return hpid > 0 && stat(path, &sb) == 0 && sb.st_uid != geteuid();
+}
+
 /* Map the bell of the tree named `name` from the helper's descriptor, and
  * check it is that tree's, of this build, with its helper alive.  Returns
  * 0, or -1 with *why set.  Context: constructor. */
@@ -2197,21 +2228,13 @@ bell_map(const char *name, const char **why)
 	struct bell *b;
 	uint64_t id[2];
 	size_t k = sock_len(name);
-	const char *q = name + k;
-	char *end;
 	long hpid, bfd;
 	int dir, p, fd = -1;
 
 	if (tree_bell)   /* announced before, and withdrawn (an exec failed) */
 		drop_bell();
 	*why = "its name says nowhere to announce this program";
-	if (*q++ != '-')
-		return -1;
-	hpid = strtol(q, &end, 10);
-	if (*end != '-' || hpid <= 0 || hpid > INT_MAX)
-		return -1;
-	bfd = strtol(end + 1, &end, 10);
-	if (*end || bfd < 0 || bfd > INT_MAX)
+	if ((hpid = name_pid(name, &bfd)) <= 0)
 		return -1;
 	/* Through an O_PATH descriptor first, as the helper opens a
 	 * program's (their_fd): opening whatever the number names now (the

@@ -62,6 +62,12 @@ int ps_worker_start(struct ps_export *x, uint64_t interval_ns, uint64_t flush_ti
  * names -- else 0.  Context: constructor, before ps_worker_start. */
 int ps_worker_defer(const struct ps_config *cfg);
 
+/* 1 if the process tree this program was started in (cfg->tree_helper)
+ * runs as another user: sudo -E, setpriv or gosu inside a profiled tree.
+ * Its output directory is then that user's, not this program's mistake.
+ * Context: constructor. */
+int ps_worker_tree_foreign(const struct ps_config *cfg);
+
 /* The first record of a program that put off joining: 1 for the one
  * caller that is to make the tables now and then call
  * ps_worker_join_deferred; 0 for every other.  Async-signal-safe. */

@@ -1012,6 +1012,21 @@ class Trees(ShimTest):
         self.assertLess(abs(got / float(cpu) - 1), 0.4,
                         "%.3f s of %s s: %s" % (got, cpu, self.log_text()[-3000:]))
 
+    @unittest.skipUnless(shutil.which("setpriv"), "no setpriv (util-linux)")
+    def test_a_program_run_as_another_user_in_the_tree_prints_nothing(self):
+        """setpriv, gosu, sudo -E in a profiled tree: the program runs as
+        another user, cannot join the tree's helper (another user's) and
+        cannot write the tree's log or directory (0700, root's).  That is
+        no mistake of its configuration: nothing on its stderr, which
+        took two pyroshim lines before, and its log lines, which went
+        there."""
+        if os.getuid() != 0:
+            self.skipTest("needs root to run a program as another user")
+        r = run(["bash", "-c", 'setpriv --reuid=65534 --regid=65534 --clear-groups '
+                 '"$1" -c "print(sum(range(10**6)))"', "bash", sys.executable],
+                self.env({"PYROSCOPE_LOG_LEVEL": "debug"}), cwd="/")
+        self.assertEqual((r.rc, r.out, r.err), (0, b"499999500000\n", b""))
+
     def test_another_users_bell_is_never_mapped(self):
         """A root program given a user's PYROSHIM_HELPER (sudo -E, su) must
         not map that user's bell, which the user may write (it would wait
