@@ -52,6 +52,17 @@
 		return r_;                                              \
 	} while (0)
 
+/* 1 for a timeout the C library refuses (EINVAL) before it looks at the
+ * lock: the try of LOCK, which never looks at it, would take a free lock.
+ * NULL, which the prototype says never comes, is taken as glibc takes it:
+ * not looked at (laundered, so that the check is not compiled away). */
+static inline int
+bad_timeout(const struct timespec *at)
+{
+	__asm__("" : "+r"(at));
+	return at && (at->tv_nsec < 0 || at->tv_nsec >= 1000000000);
+}
+
 /* pthread functions answer an error number, not -1 and errno. */
 #define MISSING_PT(fn)                                                  \
 	do {                                                            \
@@ -69,14 +80,36 @@ mutex_held(pthread_mutex_t *m)
 	return __atomic_load_n(&m->__data.__lock, __ATOMIC_RELAXED) != 0;
 }
 
-/* A mutex that was held when we looked: the C library's lock, timed. */
+/* The calling thread's id, as glibc writes it in the mutexes it holds:
+ * looked up when an owner is not it (stale in a fork child, which then
+ * looks it up again). */
+static PS_TLS pid_t t_tid;
+
+/* 1 if the calling thread holds m (glibc's owner field): a recursive or
+ * error-checking mutex locked again by its owner answers at once (or
+ * EDEADLK), without a wait. */
+PS_SIGSAFE static int
+mine(pthread_mutex_t *m)
+{
+	pid_t owner = __atomic_load_n(&m->__data.__owner, __ATOMIC_RELAXED);
+	int type = m->__data.__kind & 3;   /* PTHREAD_MUTEX_KIND_MASK_NP */
+
+	if ((type != PTHREAD_MUTEX_RECURSIVE && type != PTHREAD_MUTEX_ERRORCHECK) || !owner)
+		return 0;
+	if (owner != t_tid)
+		t_tid = gettid();
+	return owner == t_tid;
+}
+
+/* A mutex that was held when we looked: the C library's lock, timed,
+ * unless this thread holds it. */
 PS_SIGSAFE __attribute__((noinline, cold)) static int
 mutex_wait(int (*lock)(pthread_mutex_t *), pthread_mutex_t *m)
 {
 	uint64_t t0;
 	int rc;
 
-	if (!ps_wait_enabled(PS_WAIT_MUTEX))
+	if (!ps_wait_enabled(PS_WAIT_MUTEX) || mine(m))
 		return lock(m);
 	t0 = ps_wait_ticks();
 	rc = lock(m);
@@ -104,7 +137,7 @@ pthread_mutex_timedlock(pthread_mutex_t *m, const struct timespec *at)
 {
 	PS_NEXT(pthread_mutex_timedlock);
 	MISSING_PT(pthread_mutex_timedlock);
-	if (!mutex_held(m))
+	if (!mutex_held(m) || mine(m))
 		return real_pthread_mutex_timedlock(m, at);
 	PS_WAIT_TIMED(PS_WAIT_MUTEX, pthread_mutex_timedlock, int,
 		      real_pthread_mutex_timedlock(m, at));
@@ -115,7 +148,7 @@ pthread_mutex_clocklock(pthread_mutex_t *m, clockid_t clk, const struct timespec
 {
 	PS_NEXT(pthread_mutex_clocklock);
 	MISSING_PT(pthread_mutex_clocklock);
-	if (!mutex_held(m))
+	if (!mutex_held(m) || mine(m))
 		return real_pthread_mutex_clocklock(m, clk, at);
 	PS_WAIT_TIMED(PS_WAIT_MUTEX, pthread_mutex_clocklock, int,
 		      real_pthread_mutex_clocklock(m, clk, at));
@@ -150,6 +183,8 @@ pthread_rwlock_timedrdlock(pthread_rwlock_t *l, const struct timespec *at)
 	PS_NEXT(pthread_rwlock_tryrdlock);
 	MISSING_PT(pthread_rwlock_timedrdlock);
 	MISSING_PT(pthread_rwlock_tryrdlock);
+	if (bad_timeout(at))
+		return real_pthread_rwlock_timedrdlock(l, at);
 	LOCK(pthread_rwlock_timedrdlock, real_pthread_rwlock_tryrdlock(l),
 	     real_pthread_rwlock_timedrdlock(l, at));
 }
@@ -161,6 +196,8 @@ pthread_rwlock_timedwrlock(pthread_rwlock_t *l, const struct timespec *at)
 	PS_NEXT(pthread_rwlock_trywrlock);
 	MISSING_PT(pthread_rwlock_timedwrlock);
 	MISSING_PT(pthread_rwlock_trywrlock);
+	if (bad_timeout(at))
+		return real_pthread_rwlock_timedwrlock(l, at);
 	LOCK(pthread_rwlock_timedwrlock, real_pthread_rwlock_trywrlock(l),
 	     real_pthread_rwlock_timedwrlock(l, at));
 }

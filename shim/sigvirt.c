@@ -66,6 +66,35 @@ ps_sigvirt_real_mask(int how, const sigset_t *set, sigset_t *old)
 	return raw_mask(how, set, old);
 }
 
+/* Every signal but those a fault raises (blocked, the kernel would end
+ * the process with it rather than run its handler). */
+PS_SIGSAFE static void
+async_set(sigset_t *s)
+{
+	sigfillset(s);
+	sigdelset(s, SIGSEGV);
+	sigdelset(s, SIGBUS);
+	sigdelset(s, SIGFPE);
+	sigdelset(s, SIGILL);
+	sigdelset(s, SIGTRAP);
+	sigdelset(s, SIGSYS);
+}
+
+PS_SIGSAFE void
+ps_sigvirt_hold(sigset_t *old)
+{
+	sigset_t all;
+
+	async_set(&all);
+	(void)raw_mask(SIG_BLOCK, &all, old);
+}
+
+PS_SIGSAFE void
+ps_sigvirt_release(const sigset_t *old)
+{
+	(void)raw_mask(SIG_SETMASK, old, NULL);
+}
+
 PS_SIGSAFE int
 ps_sigvirt_signo(void)
 {
@@ -120,7 +149,10 @@ ps_sigvirt_start(int sig, void (*handler)(int, siginfo_t *, void *))
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_sigaction = handler;
 	sa.sa_flags = SA_SIGINFO | SA_RESTART | SA_ONSTACK;
-	sigemptyset(&sa.sa_mask);
+	/* No handler of the program's runs inside a sample: one that left
+	 * by siglongjmp would leave the capture's state set for good.  The
+	 * program's own deliveries set their mask themselves (forward). */
+	async_set(&sa.sa_mask);
 	if (real_sigaction(sig, &sa, &old))
 		return -errno;
 	ours = sa;
@@ -192,6 +224,7 @@ ps_sigvirt_forward(int sig, siginfo_t *si, void *uc)
 {
 	struct sigaction a, dfl;
 	sigset_t m;
+	uint64_t bits;
 
 	if (uc)
 		stale(kbits(&((const ucontext_t *)uc)->uc_sigmask));
@@ -218,16 +251,15 @@ ps_sigvirt_forward(int sig, siginfo_t *si, void *uc)
 		sigemptyset(&dfl.sa_mask);
 		write_action(&dfl);
 	}
-	/* The program's mask for its handler; the kernel restores the mask
-	 * of the interrupted code when the shim's handler returns. */
-	m = a.sa_mask;
-	sigdelset(&m, vsig);
-	(void)raw_mask(SIG_BLOCK, &m, NULL);
-	if (a.sa_flags & SA_NODEFER) {
-		sigemptyset(&m);
-		sigaddset(&m, sig);
-		(void)raw_mask(SIG_UNBLOCK, &m, NULL);
-	}
+	/* The mask the kernel would give the program's handler: the
+	 * interrupted code's, its sa_mask, and the signal but with
+	 * SA_NODEFER (the shim's handler runs with more blocked).  The
+	 * kernel restores the interrupted code's when the shim's returns. */
+	sigemptyset(&m);
+	bits = (uc ? kbits(&((const ucontext_t *)uc)->uc_sigmask) : 0) | kbits(&a.sa_mask);
+	bits = a.sa_flags & SA_NODEFER ? bits & ~(1ull << (sig - 1)) : bits | 1ull << (sig - 1);
+	memcpy(&m, &bits, sizeof(bits));
+	(void)raw_mask(SIG_SETMASK, &m, NULL);
 	if (a.sa_flags & SA_SIGINFO)
 		a.sa_sigaction(sig, si, uc);
 	else

@@ -106,6 +106,13 @@ void ps_sigvirt_action(const struct sigaction *act, struct sigaction *old) PS_SI
 const sigset_t *ps_sigvirt_mask_in(const sigset_t *set, sigset_t *copy) PS_SIGSAFE;
 void ps_sigvirt_mask_out(int how, const sigset_t *set, sigset_t *old, int was) PS_SIGSAFE;
 
+/* Block every signal but a fault's, really (the old mask in *old), and
+ * restore it: around shim code that a handler of the program's must not
+ * interrupt, as one that siglongjmps out would leave it half done.
+ * Context: any thread, async-signal-safe. */
+void ps_sigvirt_hold(sigset_t *old) PS_SIGSAFE;
+void ps_sigvirt_release(const sigset_t *old) PS_SIGSAFE;
+
 /* A temporary mask for a wait (sigsuspend, ppoll, pselect, epoll_pwait):
  * the same set with the shim's signal added. */
 const sigset_t *ps_sigvirt_wait_mask(const sigset_t *set, sigset_t *copy) PS_SIGSAFE;

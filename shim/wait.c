@@ -5,6 +5,7 @@
 
 #include "common/expo.h"
 #include "common/guard.h"
+#include "shim/sigvirt.h"
 #include "shim/stacktab.h"
 #include "shim/unwind.h"
 
@@ -111,6 +112,7 @@ PS_SIGSAFE void
 ps_wait_slow(int64_t d, int kind, const void *leaf)
 {
 	uint64_t vals[PS_NVALUES] = { 0 };
+	sigset_t old;
 	int on = atomic_load_explicit(&ps_wait_on, memory_order_relaxed) & (kind | PS_WAIT_BLOCK);
 	int saved = errno;
 	int64_t rate;
@@ -152,9 +154,16 @@ ps_wait_slow(int64_t d, int kind, const void *leaf)
 		vals[PS_V_MUTEX_COUNT] = w;
 		vals[PS_V_MUTEX_NS] = ns;
 	}
+	/* A handler of the program's that left by siglongjmp (from a read,
+	 * say, which is async-signal-safe) would leave the guard and the
+	 * unwinder's state set for good: the thread's hooks then answered
+	 * without the C library (pipe said EMFILE) and it recorded nothing
+	 * more.  Two system calls for each wait kept. */
+	ps_sigvirt_hold(&old);
 	ps_guard_enter();
 	record(leaf, vals);
 	ps_guard_leave();
+	ps_sigvirt_release(&old);
 out:
 	errno = saved;
 }

@@ -136,6 +136,19 @@ class ProgramUnchanged(ShimTest):
         self.assertIn(b"Bad file descriptor", plain.out)
         self.assertEqual((shim.rc, shim.out, shim.err), (plain.rc, plain.out, plain.err))
 
+    def test_a_lock_that_does_not_wait_is_no_contention(self):
+        # A recursive mutex locked again by its owner, an error-checking
+        # one too (EDEADLK): no wait, and no contention in the profiles
+        # (there were 200000 of each, the lock word being non-zero).  And
+        # an rwlock's timed lock with a timeout the C library refuses
+        # answers EINVAL, as without the shim (the shim's try took the
+        # free lock, and answered 0).  Nothing else in the program waits.
+        plain, shim = self.both("relock")
+        self.assertEqual(plain.out, b"recursive relocked 200000; error-checking EDEADLK 200000; "
+                                    b"timedrdlock Invalid argument; timedwrlock Invalid argument\n")
+        self.assertEqual((shim.rc, shim.out, shim.err), (plain.rc, plain.out, plain.err))
+        self.assertEqual([f for f in self.files() if "mutex" in f or "block" in f], [])
+
     def test_futex_through_syscall(self):
         # Rust's std locks and other lock libraries wait with
         # syscall(SYS_futex): timed as a block, with syscall as the leaf.

@@ -15,6 +15,10 @@
  *                    deadlocks: prints what errno and the return values are.
  *   offcpu futex     a thread waits 0.5 s on a futex through syscall(), as
  *                    Rust's std locks do.
+ *   offcpu relock    one thread, no wait: a recursive mutex locked again by
+ *                    its owner, an error-checking one too (EDEADLK), 200000
+ *                    times each; an rwlock's timed locks with a timeout the
+ *                    C library refuses.  Prints what they answered.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -287,6 +291,36 @@ errors(void)
 	return 0;
 }
 
+/* ---- relock ---------------------------------------------------------- */
+
+static int
+relock(void)
+{
+	pthread_mutex_t rec, chk;
+	pthread_mutexattr_t a;
+	pthread_rwlock_t l = PTHREAD_RWLOCK_INITIALIZER;
+	struct timespec bad = { time(NULL) + 5, 2000000000L };
+	int i, again = 0, deadlk = 0, rd, wr;
+
+	pthread_mutexattr_init(&a);
+	pthread_mutexattr_settype(&a, PTHREAD_MUTEX_RECURSIVE);
+	pthread_mutex_init(&rec, &a);
+	pthread_mutexattr_settype(&a, PTHREAD_MUTEX_ERRORCHECK);
+	pthread_mutex_init(&chk, &a);
+	pthread_mutex_lock(&rec);
+	pthread_mutex_lock(&chk);
+	for (i = 0; i < 200000; i++) {
+		again += pthread_mutex_lock(&rec) == 0;
+		pthread_mutex_unlock(&rec);
+		deadlk += pthread_mutex_lock(&chk) == EDEADLK;
+	}
+	rd = pthread_rwlock_timedrdlock(&l, &bad);
+	wr = pthread_rwlock_timedwrlock(&l, &bad);
+	printf("recursive relocked %d; error-checking EDEADLK %d; timedrdlock %s; timedwrlock %s\n",
+	       again, deadlk, strerror(rd), strerror(wr));
+	return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -302,6 +336,8 @@ main(int argc, char **argv)
 		return errors();
 	if (!strcmp(mode, "futex"))
 		return futex();
-	fprintf(stderr, "usage: offcpu known|cancel|epoll|errno|futex\n");
+	if (!strcmp(mode, "relock"))
+		return relock();
+	fprintf(stderr, "usage: offcpu known|cancel|epoll|errno|futex|relock\n");
 	return 2;
 }
