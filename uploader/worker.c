@@ -4,6 +4,7 @@
 #include "common/clock.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -1327,6 +1328,53 @@ serve(struct session *s, uint64_t now)
 	return atomic_load(&k->quit);
 }
 
+/* 1 in a child subreaper or a pid namespace's init, which profiles in a
+ * thread (spawn_helper): the helpers of the processes below it come back
+ * to it once their own parent is gone, and its thread reaps them
+ * (reap_helpers).  Written by the constructor (spawn_helper). */
+static int reaper;
+#define REAP_NS (1000ull * 1000000)
+
+/* This process's children that are helpers of the shim's (named so by
+ * prctl) and have ended, reaped.  Nothing else would: a program that
+ * waits for its own children by their pids (Python's subprocess) left
+ * every one a zombie for good, one for each process below it that made a
+ * helper (20 subprocesses of a Python as a container's init: 20 zombies).
+ * One that waits for any child may still meet one first.  The uploader's
+ * thread, in a reaper. */
+static void
+reap_helpers(void)
+{
+	char path[300], comm[32], list[4096], *p, *end;
+	struct dirent *e;
+	DIR *d = opendir("/proc/self/task");
+	long pid;
+	ssize_t n;
+	int fd;
+
+	while (d && (e = readdir(d))) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/children", e->d_name);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		n = fd < 0 ? -1 : read(fd, list, sizeof(list) - 1);
+		if (fd >= 0)
+			close(fd);
+		list[n > 0 ? n : 0] = '\0';
+		for (p = list; (pid = strtol(p, &end, 10)) > 0; p = end) {
+			snprintf(path, sizeof(path), "/proc/%ld/comm", pid);
+			fd = open(path, O_RDONLY | O_CLOEXEC);
+			n = fd < 0 ? -1 : read(fd, comm, sizeof(comm) - 1);
+			if (fd >= 0)
+				close(fd);
+			if (n == 9 && !memcmp(comm, "pyroshim\n", 9))
+				(void)waitpid((pid_t)pid, NULL, WNOHANG);
+		}
+	}
+	if (d)
+		closedir(d);
+}
+
 /* ---- the loop -------------------------------------------------------- */
 
 /* Serve every session until none is left.  `helper_side`: in the helper
@@ -1334,7 +1382,7 @@ serve(struct session *s, uint64_t now)
 static void
 loop(int helper_side)
 {
-	uint64_t next = ps_clock_ns(CLOCK_MONOTONIC) + interval, wake_at, now, sweep = 0;
+	uint64_t next = ps_clock_ns(CLOCK_MONOTONIC) + interval, wake_at, now, sweep = 0, reap = 0;
 	struct timespec ts;
 	unsigned i;
 
@@ -1346,6 +1394,8 @@ loop(int helper_side)
 		pthread_mutex_unlock(&lock);
 		if (helper_side)
 			wake_at = min_u64(wake_at, ps_clock_ns(CLOCK_MONOTONIC) + PS_WORKER_POLL_MS * 1000000ull);
+		if (reaper)
+			wake_at = min_u64(wake_at, reap);
 		ts = to_ts(wake_at);
 		(void)sem_clockwait(bell, CLOCK_MONOTONIC, &ts);
 		pthread_mutex_lock(&lock);
@@ -1357,6 +1407,10 @@ loop(int helper_side)
 		if (helper_side && now >= sweep) {
 			(void)tree_pending();
 			sweep = now + PS_WORKER_POLL_MS * 1000000ull;
+		}
+		if (reaper && now >= reap) {
+			reap_helpers();
+			reap = now + REAP_NS;
 		}
 		/* The dead first: a program that waited for its children (a
 		 * pool that killed its workers) then finds their profiles
@@ -1886,8 +1940,10 @@ spawn_helper(void)
 
 	/* A child subreaper, or the init of a pid namespace, would get the
 	 * helper back as its own child. */
-	if (getpid() == 1 || (prctl(PR_GET_CHILD_SUBREAPER, &sub, 0, 0, 0) == 0 && sub))
+	if (getpid() == 1 || (prctl(PR_GET_CHILD_SUBREAPER, &sub, 0, 0, 0) == 0 && sub)) {
+		reaper = 1;
 		return -EPERM;
+	}
 	host_pidfd = (int)syscall(SYS_pidfd_open, getpid(), 0);
 	if (host_pidfd < 0)
 		return -errno;

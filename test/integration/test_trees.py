@@ -1027,6 +1027,37 @@ class Trees(ShimTest):
                 self.env({"PYROSCOPE_LOG_LEVEL": "debug"}), cwd="/")
         self.assertEqual((r.rc, r.out, r.err), (0, b"499999500000\n", b""))
 
+    def test_a_subreaper_leaves_no_zombie_helper_of_its_children(self):
+        """A program that is a child subreaper (or a container's init)
+        profiles in a thread: a helper of its own would be its child.  The
+        helpers of the programs below it come back to it once their own
+        parent is gone; one that waits for its children by their pids
+        (Python's subprocess) never reaped them: 20 subprocesses, 20
+        zombies for good.  Its thread reaps them now, within a second."""
+        script = ("import os, subprocess, time\n"
+                  "for i in range(20):\n"
+                  "    subprocess.run(['/bin/true'])\n"
+                  "time.sleep(2.5)\n"
+                  "z = 0\n"
+                  "for t in os.listdir('/proc/self/task'):\n"
+                  "    for c in open('/proc/self/task/%s/children' % t).read().split():\n"
+                  "        try:\n"
+                  "            z += ') Z ' in open('/proc/%s/stat' % c).read()\n"
+                  "        except OSError:\n"
+                  "            pass\n"
+                  "print('zombies', z)\n")
+        # The subreaper is the preloaded program from its start: made so
+        # before its exec, by a wrapper without the shim.
+        wrapper = ("import ctypes, os, sys\n"
+                   "ctypes.CDLL(None).prctl(36, 1, 0, 0, 0)\n"   # PR_SET_CHILD_SUBREAPER
+                   "os.execve(sys.executable, [sys.executable, '-c', sys.argv[1]],\n"
+                   "          dict(os.environ, LD_PRELOAD=sys.argv[2]))\n")
+        env = self.env({"PYROSCOPE_LOG_LEVEL": "debug"})
+        del env["LD_PRELOAD"]
+        r = run([sys.executable, "-c", wrapper, script, SHIM], env)
+        self.assertEqual((r.rc, r.out, r.err), (0, b"zombies 0\n", b""), self.log_text()[-2000:])
+        self.assertIn("a child subreaper or pid 1", self.log_text())
+
     def test_another_users_bell_is_never_mapped(self):
         """A root program given a user's PYROSHIM_HELPER (sudo -E, su) must
         not map that user's bell, which the user may write (it would wait
