@@ -23,6 +23,7 @@
 #include "shim/stacktab.h"
 #include "shim/altstack.h"
 #include "shim/sampler.h"
+#include "shim/gostack.h"
 #include "shim/sigvirt.h"
 #include "shim/unwind.h"
 #include "shim/next.h"
@@ -110,7 +111,12 @@ pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), vo
 		s->fn = fn;
 		s->arg = arg;
 		s->shim = shim;
-		s->blocked = ps_sigvirt_thread_blocked();
+		/* A Go program's threads unblock every signal with the
+		 * system call itself (minit), which the shim does not see:
+		 * the every-signal mask its cgo puts around pthread_create
+		 * is not theirs to keep.  (Taken as theirs, every signal
+		 * the program sent them of the shim's number was held.) */
+		s->blocked = ps_gostack_objects() ? 0 : ps_sigvirt_thread_blocked();
 	}
 	/* The caller finds errno as the C library leaves it: libunwind's
 	 * load (the first thread) makes calls that fail. */

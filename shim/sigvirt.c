@@ -30,12 +30,8 @@ static _Atomic unsigned seq;
 static atomic_flag writer = ATOMIC_FLAG_INIT;
 
 /* Per thread: the program's wish to block vsig here, and one delivery it
- * sent itself while it "blocked" it (kept until it unblocks).  With the
- * wish, the mask the thread had from the call that made it (kernel bits,
- * vsig never in them), to tell when the program changed its mask since
- * without the C library (forward). */
+ * sent itself while it "blocked" it (kept until it unblocks). */
 static PS_TLS int t_blocked;
-static PS_TLS uint64_t t_mask;
 static PS_TLS int t_has_pending;
 static PS_TLS siginfo_t t_pending;
 
@@ -205,20 +201,6 @@ release_pending(void)
 	(void)syscall(SYS_rt_tgsigqueueinfo, getpid(), gettid(), vsig, &t_pending);
 }
 
-/* The thread's mask, as the kernel has it (`now`), unblocks a signal
- * that the program's call blocking vsig left blocked: the program changed
- * it since with the system call itself (Go's runtime does on each new
- * thread, in minit) or setcontext, and so unblocked vsig too: it no
- * longer blocks it.  A handler running meanwhile only adds to the mask. */
-PS_SIGSAFE static void
-stale(uint64_t now)
-{
-	if (t_blocked && (t_mask & ~now)) {
-		t_blocked = 0;
-		release_pending();
-	}
-}
-
 PS_SIGSAFE void
 ps_sigvirt_forward(int sig, siginfo_t *si, void *uc)
 {
@@ -226,8 +208,6 @@ ps_sigvirt_forward(int sig, siginfo_t *si, void *uc)
 	sigset_t m;
 	uint64_t bits;
 
-	if (uc)
-		stale(kbits(&((const ucontext_t *)uc)->uc_sigmask));
 	if (t_blocked) {
 		/* The kernel would have kept it pending: keep the first one
 		 * (an RT signal queues; one slot covers a program that
@@ -280,16 +260,12 @@ ps_sigvirt_adopt_thread(int blocked)
 	if (!vsig)
 		return;
 	t_blocked = blocked;
-	if (raw_mask(SIG_BLOCK, NULL, &cur))
-		return;
-	if (sigismember(&cur, vsig)) {
+	if (raw_mask(SIG_BLOCK, NULL, &cur) == 0 && sigismember(&cur, vsig)) {
 		t_blocked = 1;
 		sigemptyset(&one);
 		sigaddset(&one, vsig);
 		(void)raw_mask(SIG_UNBLOCK, &one, NULL);
-		sigdelset(&cur, vsig);
 	}
-	t_mask = kbits(&cur);
 }
 
 /* ---- masks, for hook_signal.c (sigvirt_hooks.h) ---------------------- */
@@ -317,18 +293,8 @@ ps_sigvirt_mask_in(const sigset_t *set, sigset_t *copy)
 PS_SIGSAFE void
 ps_sigvirt_mask_out(int how, const sigset_t *set, sigset_t *old, int was)
 {
-	sigset_t cur;
-
 	if (!vsig)
 		return;
-	/* Before the call, the program had unblocked it without us: its
-	 * `old` must not say blocked, which it would restore (Go does,
-	 * around each pthread_create: a thread of stale state made the
-	 * next ones stale too). */
-	if (was) {
-		stale(kbits(old));
-		was = t_blocked;
-	}
 	if (set && sigismember(set, vsig) == 1) {
 		if (how == SIG_BLOCK || how == SIG_SETMASK)
 			t_blocked = 1;
@@ -337,10 +303,6 @@ ps_sigvirt_mask_out(int how, const sigset_t *set, sigset_t *old, int was)
 	} else if (set && how == SIG_SETMASK) {
 		t_blocked = 0;
 	}
-	/* The thread's mask as the kernel has it now (the C library and
-	 * the kernel leave some signals out of what is asked). */
-	if (t_blocked && set && raw_mask(SIG_BLOCK, NULL, &cur) == 0)
-		t_mask = kbits(&cur);
 	if (was)
 		sigaddset(old, vsig);
 	else

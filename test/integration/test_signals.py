@@ -68,6 +68,7 @@ class Virtualization(ShimTest):
     def test_masks_show_the_programs_wish_and_hold_its_signal(self):
         self.assertEqual(self.same("mask").out,
                          b"old has it 0, current has it 1\npthread_sigmask shows it 1\n"
+                         b"critical section 1\n"
                          b"while blocked: caught 0\nafter unblock: caught 1\n")
 
     def test_sigwaitinfo_receives_what_the_program_sent(self):

@@ -8,7 +8,11 @@
  *              nested at once with SA_NODEFER, after it returns without
  *   sigqueue   sigqueue to itself: the handler gets si_code and si_value
  *   mask       every signal blocked: the old and current masks show it
- *              blocked, a signal sent meanwhile waits for the unblock
+ *              blocked, a signal sent meanwhile waits for the unblock;
+ *              so it does after SIGUSR1 was let in by sigrelse (which
+ *              the shim does not see) and its handler blocked and
+ *              restored every signal (the kernel's mask on its return
+ *              lacks SIGUSR1: no reason to think it unblocked)
  *   sigwait    every signal blocked, one sent, sigwaitinfo receives it
  *   burnwait   every signal blocked, 300 ms of CPU, then sigtimedwait and a
  *              signalfd on a full set: nothing to receive
@@ -188,6 +192,20 @@ info(void)
 	       (int)value);
 }
 
+static volatile sig_atomic_t critical;
+
+static void
+on_usr1(int sig)
+{
+	sigset_t all, old;
+
+	(void)sig;
+	sigfillset(&all);
+	sigprocmask(SIG_BLOCK, &all, &old);
+	critical++;
+	sigprocmask(SIG_SETMASK, &old, NULL);
+}
+
 static void
 mask(void)
 {
@@ -203,6 +221,10 @@ mask(void)
 	printf("old has it %d, current has it %d\n", sigismember(&old, S), sigismember(&cur, S));
 	pthread_sigmask(SIG_SETMASK, NULL, &cur);
 	printf("pthread_sigmask shows it %d\n", sigismember(&cur, S));
+	signal(SIGUSR1, on_usr1);
+	raise(SIGUSR1);
+	sigrelse(SIGUSR1);
+	printf("critical section %d\n", (int)critical);
 	send_self(7);
 	burn(50);
 	printf("while blocked: caught %d\n", (int)caught);
