@@ -1677,6 +1677,23 @@ hand_over(const struct hand *h, pid_t pid, uid_t uid, int *fds, int nfd)
 	sem_post(bell);   /* a notice waiting for them is due now */
 }
 
+/* 1 if process pid has a notice in the bell, not yet taken: only a
+ * process that maps the tree's bell can have written one. */
+static int
+holds_notice(pid_t pid)
+{
+	uint64_t w;
+	int i;
+
+	for (i = 0; tree_bell && pid > 0 && i < NBIRTHS; i++) {
+		w = atomic_load_explicit(&tree_bell->births[i].word, memory_order_acquire);
+		if (w >> 8 == (uint64_t)pid &&
+		    ((w & 0xff) == BIRTH_READY || (w & 0xff) == BIRTH_TAKING))
+			return 1;
+	}
+	return 0;
+}
+
 /* One message on connection fd: an announced program's descriptors
  * (hand_over), or a join: its message, its mappings, its pidfd; answered
  * with this helper's pid and bell once queued.  A join that fails gets no
@@ -1698,7 +1715,11 @@ admit(int fd)
 	int fds[MAX_FDS] = { -1, -1, -1 }, nfd = 0, i, queued = 0;
 	ssize_t n;
 
+	/* A process of another user is heard only if it holds a notice in
+	 * the bell (below): any user can connect to the socket, and one that
+	 * sends nothing holds this thread for the timeout. */
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crl) ||
+	    (cr.uid != getuid() && !holds_notice(cr.pid)) ||
 	    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)))
 		return;
 	n = recv_fds(fd, &in, sizeof(in), fds, &nfd);

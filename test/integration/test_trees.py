@@ -1012,6 +1012,51 @@ class Trees(ShimTest):
         self.assertLess(abs(got / float(cpu) - 1), 0.4,
                         "%.3f s of %s s: %s" % (got, cpu, self.log_text()[-3000:]))
 
+    @unittest.skipUnless(os.path.exists("/usr/bin/python3"), "no /usr/bin/python3")
+    def test_idle_connections_of_another_user_keep_no_program_out(self):
+        """Any user can connect to a tree's socket (its name is in
+        /proc/net/unix).  Once hand-overs came from other users too (a
+        fork child that gave up root), 70 idle connections of another
+        user held the accepting thread a second each and filled its
+        backlog: every program of the tree made a helper of its own.  A
+        process of another user is heard only if it holds a notice in the
+        bell now."""
+        if os.getuid() != 0:
+            self.skipTest("needs root to connect as another user")
+        hog = ("import socket, sys, time\n"
+               "held, end = [], time.time() + 6\n"
+               "while time.time() < end:\n"
+               "    for l in open('/proc/net/unix'):\n"
+               "        f = l.split()\n"
+               "        if len(f) >= 8 and f[-1].startswith('@pyroshim-') and len(held) < 70:\n"
+               "            s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)\n"
+               "            try:\n"
+               "                s.connect('\\0' + f[-1][1:])\n"
+               "                held.append(s)\n"
+               "            except OSError:\n"
+               "                s.close()\n"
+               "    time.sleep(0.02)\n")
+
+        def nobody():
+            os.setgid(65534)
+            os.setuid(65534)
+
+        # The system's python3: this one's may be in a directory of root's.
+        h = subprocess.Popen(["/usr/bin/python3", "-c", hog], env=clean_env(preload=False),
+                             preexec_fn=nobody, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL)
+        try:
+            r = run(["sh", "-c", 'sleep 1.5; for i in $(seq 10); do "%s" 30; done' % SPIN],
+                    self.env({"PYROSCOPE_LOG_LEVEL": "debug"}))
+        finally:
+            h.kill()
+            h.wait()
+        self.assertEqual((r.rc, r.out, r.err), (0, b"", b""))
+        helper_log(self, self.log)
+        text = self.log_text()
+        self.assertEqual(self.helpers_started(), 1, text[-3000:])
+        self.assertEqual(len(re.findall(r"pid \d+ joined the tree", text)), 10, text[-3000:])
+
     @unittest.skipUnless(shutil.which("setpriv"), "no setpriv (util-linux)")
     def test_a_program_run_as_another_user_in_the_tree_prints_nothing(self):
         """setpriv, gosu, sudo -E in a profiled tree: the program runs as
