@@ -218,7 +218,7 @@ static const struct var vars[] = {
 	  "expected true or false", "true" },
 	{ "PYROSCOPE_BLOCK_RATE", K_DURATION, OFF(block_rate_ns), 1000, NS(10),
 	  "expected a duration from 1us to 10s such as 100us or 1ms", "1ms" },
-	{ "PYROSCOPE_STACK_MEMORY", K_SIZE, OFF(stack_memory), 256 << 10, 1ull << 30,
+	{ "PYROSCOPE_STACK_MEMORY", K_SIZE, OFF(stack_memory), PS_STACK_MEMORY_MIN, 1ull << 30,
 	  "expected a size from 256KiB to 1GiB such as 8MiB", "8MiB" },
 	{ "PYROSCOPE_DWARF_MEMORY", K_SIZE, OFF(dwarf_memory), 0, 1ull << 40,
 	  "expected a size such as 256MiB, or 0 for function names only", "256MiB" },

@@ -22,6 +22,8 @@
 #define PS_CFG_STR 1024
 /* How many digests of printed configuration lines PYROSHIM_SAID carries. */
 #define PS_CONFIG_SAID_MAX 32
+/* PYROSCOPE_STACK_MEMORY's least. */
+#define PS_STACK_MEMORY_MIN (256u << 10)
 
 struct ps_config {
 	/* The numbers first, then the strings every process reads at its start,

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -413,12 +414,32 @@ on_fork_child(void)
 	errno = saved;
 }
 
+/* The stack table's size: PYROSCOPE_STACK_MEMORY, but under a finite
+ * RLIMIT_AS (ulimit -v) at most a 64th of it, and no less than the
+ * variable's least: the tables take from the program's address space, and
+ * 11 MiB of them made programs fail that fit without the shim (Python at
+ * its start under 24 MB; a 35 MB bytearray under 60 MB).  Async-signal-
+ * safe. */
+PS_SIGSAFE static uint64_t
+stack_memory(const struct ps_config *c)
+{
+	struct rlimit as;
+	uint64_t share;
+
+	if (getrlimit(RLIMIT_AS, &as) || as.rlim_cur == RLIM_INFINITY)
+		return c->stack_memory;
+	share = (uint64_t)as.rlim_cur / 64;
+	if (share < PS_STACK_MEMORY_MIN)
+		share = PS_STACK_MEMORY_MIN;
+	return share < c->stack_memory ? share : c->stack_memory;
+}
+
 /* The sample tables, mapped; none when one cannot be.  Async-signal-safe
  * (first_record). */
 PS_SIGSAFE static int
 make_tables(const struct ps_config *c)
 {
-	int rc = ps_stacktab_init(&g.st, c->stack_memory);
+	int rc = ps_stacktab_init(&g.st, stack_memory(c));
 
 	if (rc)
 		return rc;

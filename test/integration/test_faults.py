@@ -691,5 +691,29 @@ class LogFileFaults(FaultTest):
                          % re.escape(fifo))
 
 
+
+class LimitFaults(ShimTest):
+    """Resource limits the program runs under."""
+
+    @unittest.skipUnless(os.path.exists("/usr/bin/python3"), "no /usr/bin/python3")
+    def test_a_program_under_ulimit_v_fits_as_without_the_shim(self):
+        # The shim's tables take from the program's address space: 11 MiB
+        # of them made a Python that allocates 35 MB under a 60 MB limit
+        # fail with MemoryError (and one under 24 MB fail at its start).
+        # Under a finite RLIMIT_AS the stack table takes at most a 64th of
+        # it.  The program is still profiled (its allocations).
+        def limit():
+            resource.setrlimit(resource.RLIMIT_AS, (60000 << 10, 60000 << 10))
+
+        argv = ["/usr/bin/python3", "-c", "x = bytearray(35 * 2**20); print('ok')"]
+        base = subprocess.run(argv, env=clean_env(preload=False), preexec_fn=limit,
+                              capture_output=True, timeout=60)
+        if base.stdout != b"ok\n":
+            self.skipTest("this Python does not fit 35 MB under 60 MB: %r" % base.stderr[-200:])
+        r = subprocess.run(argv, env=clean_env({"PYROSCOPE_OUTPUT_DIR": self.out}),
+                           preexec_fn=limit, capture_output=True, timeout=60)
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (0, b"ok\n", b""))
+        self.assertTrue([f for f in self.files() if f.endswith(".alloc.pb.gz")], self.files())
+
 if __name__ == "__main__":
     unittest.main()
