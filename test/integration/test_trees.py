@@ -1058,7 +1058,9 @@ class Trees(ShimTest):
         helper_log(self, self.log)
         text = self.log_text()
         self.assertEqual(self.helpers_started(), 1, text[-3000:])
-        self.assertEqual(len(re.findall(r"pid \d+ joined the tree", text)), 10, text[-3000:])
+        # The ten spins; seq or sleep too, when sampled.
+        self.assertGreaterEqual(len(re.findall(r"pid \d+ joined the tree", text)), 10, text[-3000:])
+        self.assertNotIn("of its own", text)
 
     @unittest.skipUnless(shutil.which("setpriv"), "no setpriv (util-linux)")
     def test_a_program_run_as_another_user_in_the_tree_prints_nothing(self):
