@@ -71,13 +71,6 @@ struct ps_symbolizer {
 		struct ps_symcache *c;
 	} pending[MAX_PENDING];
 	uint32_t npending;
-	/* Objects to look up whole, each from its symbol `next` on. */
-	struct whole {
-		struct ps_object *o;    /* a reference */
-		struct ps_symcache *c;
-		uint32_t next;          /* index in o's symbol table */
-	} whole[MAX_WHOLE];
-	uint32_t nwhole;
 	struct ps_symbolizer_stats st;
 	char scratch[MAX_NAME]; /* a demangled name being built */
 };
@@ -92,6 +85,20 @@ static struct ps_dwarf *shared_dwarf;
 static uint64_t shared_cap;
 static int shared_debuginfod;
 static uint32_t shared_users;
+
+/* Objects to look up whole, each from its symbol `next` on: the
+ * process's, not one reader's.  In a tree's helper the programs whose
+ * samples asked DWARF are mostly members, and a member's saves are not
+ * the one that may take the time (the last, of the tree's leader): kept
+ * per reader, what they offered went with them, and every later run of
+ * the tree opened libc's DWARF again.  Owned by whoever holds the
+ * worker's lock, as every use of symbols is. */
+static struct whole {
+	struct ps_object *o;    /* a reference */
+	struct ps_symcache *c;  /* a reference (ps_symcache_hold) */
+	uint32_t next;          /* index in o's symbol table */
+} whole[MAX_WHOLE];
+static uint32_t nwhole;
 
 /* ---- objects ------------------------------------------------------------ */
 
@@ -162,8 +169,6 @@ ps_symbolizer_free(struct ps_symbolizer *z)
 		shared_users--;
 	while (z->npending > 0)
 		ps_object_put(z->pending[--z->npending].o);
-	while (z->nwhole > 0)
-		ps_object_put(z->whole[--z->nwhole].o);
 	/* The files this one alone held are let go now. */
 	ps_dwarf_drop(shared_dwarf, ps_elf_file_alive);
 	for (uint32_t i = 0; i < z->ncaches; i++)
@@ -173,10 +178,21 @@ ps_symbolizer_free(struct ps_symbolizer *z)
 	free(z);
 }
 
+/* Let go of whole[0]. */
+static void
+whole_drop(void)
+{
+	ps_object_put(whole[0].o);
+	ps_symcache_put(whole[0].c);
+	memmove(&whole[0], &whole[1], --nwhole * sizeof(whole[0]));
+}
+
 void
 ps_symbolizer_release_shared(void)
 {
 	if (shared_users == 0) {
+		while (nwhole > 0)
+			whole_drop();
 		ps_dwarf_free(shared_dwarf);
 		shared_dwarf = NULL;
 	}
@@ -375,28 +391,29 @@ answered(const struct ps_symcache *c, const struct ps_sym *sym)
 }
 
 /* Put every answer of the function at link-time address addr of o (the
- * DWARF function within its ELF symbol's extent) into c, unless c holds
- * them all already.  Addresses are link-time ones: bias 0. */
-static void
-complete(struct ps_symbolizer *z, const struct ps_object *o, uint64_t addr, struct ps_symcache *c)
+ * DWARF function within its ELF symbol's extent), read from d, into c,
+ * unless c holds them all already.  Addresses are link-time ones: bias 0.
+ * Returns the number of ranges added. */
+static uint64_t
+complete(struct ps_dwarf *d, const struct ps_object *o, uint64_t addr, struct ps_symcache *c)
 {
 	const struct ps_sym *sym = ps_elf_find_sym(o->tab, addr);
 	struct fill x = { c, 0 };
 
 	if (!sym || !(sym->name & PS_SYM_SIZED) || answered(c, sym))
-		return;
-	(void)ps_dwarf_function(z->dwarf, o->path, ps_elf_file_id(o->tab), 0, addr, sym->lo,
+		return 0;
+	(void)ps_dwarf_function(d, o->path, ps_elf_file_id(o->tab), 0, addr, sym->lo,
 				sym->lo + sym->len, PS_MAX_INLINE, fill_one, &x);
-	z->st.src_filled += x.added;
+	return x.added;
 }
 
-/* Look the functions of w's object up from w->next on, until the
- * deadline or busy() says the caller has other work.  Returns 1 once every
- * one was (the cache then marked walked, and complete if every sized
- * function is answered: DWARF had them all) or it would not fit the
- * directory; else 0. */
+/* Look the functions of w's object up in the shared reader from w->next
+ * on, until the deadline or busy() says the caller has other work.
+ * Returns 1 once every one was (the cache then marked walked, and
+ * complete if every sized function is answered: DWARF had them all) or
+ * it would not fit the directory (*full set); else 0. */
 static int
-whole_object(struct ps_symbolizer *z, struct whole *w, uint64_t deadline, int (*busy)(void))
+whole_object(struct whole *w, uint64_t deadline, int (*busy)(void), uint64_t *filled, int *full)
 {
 	const struct ps_symtab *t = w->o->tab;
 	struct ps_symcache_stats cs;
@@ -406,10 +423,10 @@ whole_object(struct ps_symbolizer *z, struct whole *w, uint64_t deadline, int (*
 	for (; w->next < t->n; w->next++) {
 		if (ps_clock_ns(CLOCK_MONOTONIC) >= deadline || busy())
 			return 0;
-		complete(z, w->o, t->v[w->next].lo, w->c);
+		*filled += complete(shared_dwarf, w->o, t->v[w->next].lo, w->c);
 		ps_symcache_get_stats(w->c, &cs);
 		if (!cs.fits) {
-			z->st.cache_full = 1;
+			*full = 1;
 			return 1;   /* never written: not worth the work */
 		}
 	}
@@ -422,24 +439,68 @@ whole_object(struct ps_symbolizer *z, struct whole *w, uint64_t deadline, int (*
 	return 1;
 }
 
+/* Write c (ps_symcache_save), *full set if it reached its bound. */
+static void
+save_cache(struct ps_symcache *c, int *full)
+{
+	int rc = ps_symcache_save(c);
+
+	if (rc == -ENOSPC)
+		*full = 1;
+	else if (rc)
+		ps_debug("symbol cache not written: %s", strerror(-rc));
+}
+
+/* The objects offered, looked up whole one after the other until the
+ * deadline or busy(); each written once done, and the one stopped in as
+ * far as it got: a later walk skips the functions answered. */
+static void
+walk(uint64_t deadline, int (*busy)(void), uint64_t *filled, int *full)
+{
+	int done;
+
+	while (shared_dwarf && nwhole > 0) {
+		done = whole_object(&whole[0], deadline, busy, filled, full);
+		save_cache(whole[0].c, full);
+		if (!done)
+			return;
+		whole_drop();
+	}
+}
+
+void
+ps_symbolizer_walk(uint64_t ns, int (*busy)(void))
+{
+	uint64_t filled = 0;
+	int full = 0;
+
+	if (nwhole == 0)
+		return;
+	walk(ps_clock_ns(CLOCK_MONOTONIC) + ns, busy, &filled, &full);
+	ps_debug("symbol cache: %llu ranges added to complete whole objects, %u objects left%s",
+		 (unsigned long long)filled, nwhole, full ? ", full" : "");
+}
+
 void
 ps_symbolizer_fill(struct ps_symbolizer *z, struct ps_object *o)
 {
 	struct ps_symcache *c;
 	uint32_t i;
 
-	if (!z->dwarf || z->st.src_lookups == 0 || z->nwhole >= MAX_WHOLE || !o->tab->n)
+	if (!z->dwarf || z->dwarf != shared_dwarf || z->st.src_lookups == 0 || nwhole >= MAX_WHOLE ||
+	    !o->tab->n)
 		return;
 	c = object_cache(z, o);
 	if (!c || (ps_symcache_flags(c) & PS_SYMCACHE_WALKED))
 		return;
-	for (i = 0; i < z->nwhole; i++)
-		if (z->whole[i].c == c)
+	for (i = 0; i < nwhole; i++)
+		if (whole[i].c == c)
 			return;
 	if (!ps_elf_dwarf_possible(o->path))
 		return;
 	o->refs++;
-	z->whole[z->nwhole++] = (struct whole){ o, c, 0 };
+	ps_symcache_hold(c);
+	whole[nwhole++] = (struct whole){ o, c, 0 };
 }
 
 void
@@ -448,29 +509,21 @@ ps_symbolizer_save(struct ps_symbolizer *z, uint64_t fill_ns, int (*busy)(void))
 	uint64_t deadline = ps_clock_ns(CLOCK_MONOTONIC) + fill_ns;
 	struct pending *p;
 	uint32_t i;
-	int rc;
 
 	if (!z)
 		return;
 	while (z->npending > 0) {
 		p = &z->pending[--z->npending];
 		if (ps_clock_ns(CLOCK_MONOTONIC) < deadline)
-			complete(z, p->o, p->addr, p->c);
+			z->st.src_filled += complete(z->dwarf, p->o, p->addr, p->c);
 		ps_object_put(p->o);
 	}
 	/* Then whole objects, each finished before the next one; what the
 	 * deadline or other work leaves is for a later save. */
-	while (busy && z->nwhole > 0 && whole_object(z, &z->whole[0], deadline, busy)) {
-		ps_object_put(z->whole[0].o);
-		memmove(&z->whole[0], &z->whole[1], --z->nwhole * sizeof(z->whole[0]));
-	}
-	for (i = 0; i < z->ncaches; i++) {
-		rc = ps_symcache_save(z->caches[i].c);
-		if (rc == -ENOSPC)
-			z->st.cache_full = 1;
-		else if (rc)
-			ps_debug("symbol cache not written: %s", strerror(-rc));
-	}
+	if (busy)
+		walk(deadline, busy, &z->st.src_filled, &z->st.cache_full);
+	for (i = 0; i < z->ncaches; i++)
+		save_cache(z->caches[i].c, &z->st.cache_full);
 }
 
 /* ---- frames ------------------------------------------------------------- */

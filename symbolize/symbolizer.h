@@ -124,8 +124,10 @@ int ps_symbolize(struct ps_symbolizer *z, struct ps_object *o, uint64_t off, uns
  * string stays valid until the next call on z. */
 const char *ps_symbolize_name(struct ps_symbolizer *z, const char *raw);
 
-/* Offer o, an object the program's samples landed in, to be looked up whole by a later
- * save: taken only once this reader asked DWARF anything, when o has a
+/* Offer o, an object the program's samples landed in, to be looked up
+ * whole by a later save with `busy`, this reader's or another's of the
+ * process (the offers are the process's): taken only once this reader
+ * asked DWARF anything, when o has a
  * symbol cache whose object was never walked (symcache.h) and DWARF to
  * read (elf.h, ps_elf_dwarf_possible).  Once every function of it was
  * looked up, its cache is marked walked, and complete if every one is
@@ -142,6 +144,13 @@ void ps_symbolizer_fill(struct ps_symbolizer *z, struct ps_object *o);
  * the caller has other work.  Between passes: reads DWARF, writes
  * files. */
 void ps_symbolizer_save(struct ps_symbolizer *z, uint64_t fill_ns, int (*busy)(void));
+
+/* Spend at most ns, or until busy() says the caller has other work, on
+ * looking up the objects offered (ps_symbolizer_fill) whole, as a save
+ * with `busy` does, for a process that serves no reader any more: a
+ * tree's helper whose last program is gone.  Between passes: reads
+ * DWARF, writes files. */
+void ps_symbolizer_walk(uint64_t ns, int (*busy)(void));
 
 /* Copy the counters. */
 void ps_symbolizer_get_stats(const struct ps_symbolizer *z, struct ps_symbolizer_stats *st);

@@ -388,13 +388,13 @@ ps_symbols_save(struct ps_symbols *s, uint64_t fill_ns, int (*busy)(void))
 	if (!s)
 		return;
 	/* Once DWARF was asked, every object a sample of the program landed
-	 * in (its file read: PS_MOD_READY) is offered to be looked up whole:
-	 * a later run then opens no DWARF for any code of it.  Not the
-	 * objects no sample met: the shim's own dependencies (libunwind,
-	 * liblzma; the helper's libdw) are among them, and are not the
-	 * program's. */
+	 * in (its file read: PS_MOD_READY) is offered to be looked up whole,
+	 * by whichever save may take the time: a later run then opens no
+	 * DWARF for any code of it.  Not the objects no sample met: the
+	 * shim's own dependencies (libunwind, liblzma; the helper's libdw)
+	 * are among them, and are not the program's. */
 	ps_symbolizer_get_stats(s->z, &st);
-	for (i = 0; busy && st.src_lookups && i < s->mods.n; i++) {
+	for (i = 0; st.src_lookups && i < s->mods.n; i++) {
 		m = &s->mods.v[i];
 		if (m->state == PS_MOD_READY && !(m->lo < s->skip_hi && m->hi > s->skip_lo))
 			ps_symbolizer_fill(s->z, m->obj);

@@ -89,9 +89,9 @@ int ps_symbols_lookup(struct ps_symbols *s, uintptr_t ip, char *buf, size_t len)
 struct ps_symbolizer *ps_symbols_symbolizer(struct ps_symbols *s);
 
 /* Save what s's symbolizer learned (ps_symbolizer_save: fill_ns, busy),
- * after offering it, when busy is given and DWARF was asked anything,
- * every object of the program that a sample landed in to be looked up
- * whole (ps_symbolizer_fill).  Context: the owner, between passes; reads files
+ * after offering it, when DWARF was asked anything, every object of the
+ * program that a sample landed in to be looked up whole
+ * (ps_symbolizer_fill).  Context: the owner, between passes; reads files
  * and DWARF, writes files. */
 void ps_symbols_save(struct ps_symbols *s, uint64_t fill_ns, int (*busy)(void));
 

@@ -753,6 +753,12 @@ ps_symcache_get(const char *dir, const uint8_t *id, size_t idlen, uint64_t cap,
 }
 
 void
+ps_symcache_hold(struct ps_symcache *c)
+{
+	ps_shared_hold(&shared, &c->sh);
+}
+
+void
 ps_symcache_put(struct ps_symcache *c)
 {
 	if (c)

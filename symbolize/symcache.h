@@ -71,7 +71,11 @@ void ps_symcache_free(struct ps_symcache *c);
 int ps_symcache_get(const char *dir, const uint8_t *id, size_t idlen, uint64_t cap,
 		    struct ps_symcache **out, int *opened) PS_WUR;
 
-/* Release a reference from ps_symcache_get.  NULL is allowed. */
+/* One more reference to c, from ps_symcache_get. */
+void ps_symcache_hold(struct ps_symcache *c);
+
+/* Release a reference from ps_symcache_get or ps_symcache_hold.  NULL is
+ * allowed. */
 void ps_symcache_put(struct ps_symcache *c);
 
 /* The chain at link-time address addr into out[0..max), and in *end the

@@ -41,6 +41,7 @@
 #include "shim/gostack.h"
 #include "shim/stacktab.h"
 #include "shim/wait.h"
+#include "symbolize/symbolizer.h"
 #include "uploader/group.h"
 #include "uploader/listen.h"
 #include "uploader/remote.h"
@@ -1242,6 +1243,14 @@ loop_busy(void)
 	return nss > 1 || (tree_bell && tree_busy());
 }
 
+/* The busy() of the helper's walk once it is closing: the accepting
+ * thread answers no one, so no program comes. */
+static int
+nobody_comes(void)
+{
+	return 0;
+}
+
 /* Session s's save of the symbol cache (ps_export_save_symbols).  The
  * last save of the loop's own program, when it serves no other, may take
  * CACHE_FILL_LAST_NS and look whole objects up (the helper ends after it,
@@ -1445,6 +1454,14 @@ loop(int helper_side)
 			 * pass was the final flush.) */
 			if (helper_side)
 				ps_group_send(1, ps_clock_ns(CLOCK_MONOTONIC) + flush_timeout, &lock);
+			/* Then the objects the sessions offered to be looked up
+			 * whole: in a tree they are mostly members', and the
+			 * leader's last save (save_symbols) came while other
+			 * programs were still here.  Nobody waits now. */
+			if (helper_side) {
+				watchdog_after((unsigned)(CACHE_FILL_LAST_NS / 1000000000ull) + 5);
+				ps_symbolizer_walk(CACHE_FILL_LAST_NS, nobody_comes);
+			}
 			pthread_mutex_unlock(&lock);
 			return;
 		}
