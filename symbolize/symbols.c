@@ -439,7 +439,10 @@ ps_symbols_lookup(struct ps_symbols *s, uintptr_t ip, char *buf, size_t len)
 void
 ps_symbols_learn(struct ps_symbols *s)
 {
-	if (s)
+	/* Once: a session's first look-up (its entry point's mapping, when
+	 * the fold is made) reads the list already, and each read makes the
+	 * kernel print the whole of /proc/PID/maps. */
+	if (s && s->mods.scans == 0)
 		(void)ps_modules_scan(&s->mods);
 }
 

@@ -152,10 +152,10 @@ struct ps_maps_left {
 void ps_symbols_watch(struct ps_symbols *s, pid_t pid, int only,
 		      const struct ps_maps_left *left);
 
-/* Read the watched program's object list now, while it lives: one that
- * dies before its first look-up (killed, or a Go program's raw
- * exit_group) then has its frames named all the same, from the list read
- * here.  Context: the owner. */
+/* Read the watched program's object list now, while it lives, unless it
+ * was read already: one that dies before its first look-up (killed, or a
+ * Go program's raw exit_group) then has its frames named all the same,
+ * from the list read here.  Context: the owner. */
 void ps_symbols_learn(struct ps_symbols *s);
 
 /* Copy the counters.  Context: the owner. */
