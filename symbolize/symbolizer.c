@@ -469,6 +469,12 @@ walk(uint64_t deadline, int (*busy)(void), uint64_t *filled, int *full)
 }
 
 void
+ps_symbolizer_forget_offers(void)
+{
+	nwhole = 0;
+}
+
+void
 ps_symbolizer_walk(uint64_t ns, int (*busy)(void))
 {
 	uint64_t filled = 0;

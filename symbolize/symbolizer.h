@@ -152,6 +152,11 @@ void ps_symbolizer_save(struct ps_symbolizer *z, uint64_t fill_ns, int (*busy)(v
  * DWARF, writes files. */
 void ps_symbolizer_walk(uint64_t ns, int (*busy)(void));
 
+/* In a fork child: the objects offered so far are the parent's to look
+ * up.  Forgotten, not released: the child's copies of them stay allocated
+ * (at most MAX_WHOLE), and the allocator is not run in a fork handler. */
+void ps_symbolizer_forget_offers(void);
+
 /* Copy the counters. */
 void ps_symbolizer_get_stats(const struct ps_symbolizer *z, struct ps_symbolizer_stats *st);
 

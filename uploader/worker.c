@@ -426,7 +426,7 @@ hand_awaited(int i, const struct birth *b, uint64_t w)
 	pthread_mutex_unlock(&hand_lock);
 	return r;
 }
-static int closing;                /* the loop ends: no more joins */
+static _Atomic int closing;        /* the loop ends: no more joins */
 static struct session root_s = { .root = 1, .pidfd = -1 };
 
 PS_SIGSAFE static void leave_slot(int exec);
@@ -1251,18 +1251,28 @@ nobody_comes(void)
 	return 0;
 }
 
+/* What is left of CACHE_FILL_LAST_NS, the time the helper may spend
+ * looking objects up whole after its programs no longer wait: in the last
+ * save of the loop's own program, then in the walk at the loop's end.
+ * Holding `lock`. */
+static uint64_t walk_left = CACHE_FILL_LAST_NS;
+
 /* Session s's save of the symbol cache (ps_export_save_symbols).  The
  * last save of the loop's own program, when it serves no other, may take
- * CACHE_FILL_LAST_NS and look whole objects up (the helper ends after it,
- * and no program waits), until another program comes; any other save,
+ * walk_left and look whole objects up (the helper ends after it, and no
+ * program waits), until another program comes; any other save,
  * CACHE_FILL_NS.  Holding `lock`. */
 static void
 save_symbols(struct session *s, int final)
 {
 	int last = final && s->root && !loop_busy();
+	uint64_t t0 = ps_clock_ns(CLOCK_MONOTONIC), spent;
 
-	ps_export_save_symbols(s->x, final, last ? CACHE_FILL_LAST_NS : CACHE_FILL_NS,
+	ps_export_save_symbols(s->x, final, last ? walk_left : CACHE_FILL_NS,
 			       last ? loop_busy : NULL);
+	spent = ps_clock_ns(CLOCK_MONOTONIC) - t0;
+	if (last)
+		walk_left -= spent < walk_left ? spent : walk_left;
 }
 
 /* 1 if the process of session s (whose image is gone) joined again with
@@ -1445,7 +1455,7 @@ loop(int helper_side)
 		if (helper_side && tree_bell)
 			atomic_store(&tree_bell->lingering, !nss);
 		if (!nss && !hands_awaited(UINT64_MAX) && (!helper_side || ending())) {
-			closing = 1;    /* the accepting thread answers no one now */
+			atomic_store(&closing, 1);  /* the accepting thread answers no one now */
 			if (helper_side)
 				watchdog();   /* the last pass and sends are bounded too */
 			(void)ps_group_pass();
@@ -1458,9 +1468,9 @@ loop(int helper_side)
 			 * whole: in a tree they are mostly members', and the
 			 * leader's last save (save_symbols) came while other
 			 * programs were still here.  Nobody waits now. */
-			if (helper_side) {
-				watchdog_after((unsigned)(CACHE_FILL_LAST_NS / 1000000000ull) + 5);
-				ps_symbolizer_walk(CACHE_FILL_LAST_NS, nobody_comes);
+			if (helper_side && walk_left) {
+				watchdog_after((unsigned)(walk_left / 1000000000ull) + 5);
+				ps_symbolizer_walk(walk_left, nobody_comes);
 			}
 			pthread_mutex_unlock(&lock);
 			return;
@@ -1749,8 +1759,11 @@ admit(int fd)
 		hand_over(&in.h, cr.pid, cr.uid, fds, nfd);
 		return;
 	}
-	/* A join brings settings of its own: this user's programs only. */
-	if (cr.uid != getuid() || n != (ssize_t)sizeof(in.r) || reg_check(&in.r) ||
+	/* A join brings settings of its own: this user's programs only.  A
+	 * helper that is closing answers none, at once (the loop may hold
+	 * `lock` for its last walk): the program makes a helper of its own. */
+	if (atomic_load(&closing) || cr.uid != getuid() || n != (ssize_t)sizeof(in.r) ||
+	    reg_check(&in.r) ||
 	    nfd != 2 + (in.r.has_lt != 0))
 		goto out;
 	s = session_new();
@@ -1774,7 +1787,7 @@ admit(int fd)
 	if (s->pidfd < 0)
 		goto out;
 	pthread_mutex_lock(&lock);
-	if (!closing && npending < MAX_PENDING) {
+	if (!atomic_load(&closing) && npending < MAX_PENDING) {
 		pending[npending++] = s;
 		queued = 1;
 	}
@@ -3296,6 +3309,11 @@ ps_worker_child(void)
 	 * child's descriptor table; only the parent serves it. */
 	ps_listen_drop();
 	ps_group_forget();
+	/* Thread mode: what its sessions offered to be looked up whole is
+	 * the parent's to walk; this child's helper would spend its end on
+	 * it (2 s for libc), for objects it may never have sampled. */
+	ps_symbolizer_forget_offers();
+	walk_left = CACHE_FILL_LAST_NS;
 	lock = (pthread_mutex_t)PTHREAD_MUTEX_INITIALIZER;
 	if (parent)   /* a grandparent's, if any, went at the parent's ctl_new */
 		stale_c = parent;
