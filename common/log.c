@@ -12,6 +12,8 @@
  * the shim exists, and by the fork child handler; read by every thread. */
 static int log_level = PS_LOG_ERROR;
 static int log_fd = -1;
+static dev_t log_dev;  /* what log_fd is: the program may close the number */
+static ino_t log_ino;  /* (closefrom) and open a file of its own there */
 static int log_pid;   /* the pid lines name; 0 = getpid() */
 
 static const char *const level_names[] = { "error", "warn", "info", "debug" };
@@ -19,8 +21,14 @@ static const char *const level_names[] = { "error", "warn", "info", "debug" };
 void
 ps_log_setup(int level, int fd)
 {
+	struct stat st;
+
 	log_level = level;
 	log_fd = fd;
+	if (fd >= 0 && fstat(fd, &st) == 0) {
+		log_dev = st.st_dev;
+		log_ino = st.st_ino;
+	}
 }
 
 int
@@ -78,6 +86,11 @@ out:
 static void
 write_line(int fd, const char *line, size_t n)
 {
+	struct stat st;
+
+	/* Never into a file of the program's that took the log's number. */
+	if (fd >= 0 && (fstat(fd, &st) || st.st_dev != log_dev || st.st_ino != log_ino))
+		return;
 	/* A short or failed write of a log line is not worth reporting. */
 	if (write(fd >= 0 ? fd : STDERR_FILENO, line, n) < 0)
 		(void)0;

@@ -147,26 +147,31 @@ ps_shmem_close_fds(void)
 #define PARK_TOP 1024
 #define PARK_ROOM 16
 
-PS_SIGSAFE void
-ps_shmem_park_fds(void)
+PS_SIGSAFE int
+ps_fd_park(int fd)
 {
 	struct rlimit nofile;
 	rlim_t top = PARK_TOP;
-	int i, fd;
+	int to;
 
 	if (getrlimit(RLIMIT_NOFILE, &nofile))
-		return;
+		return fd;
 	if (nofile.rlim_cur != RLIM_INFINITY && nofile.rlim_cur < top)
 		top = nofile.rlim_cur;
-	if (top < 4 * PARK_ROOM)
-		return;   /* no room that is not the program's */
-	for (i = 0; i < nopen; i++) {
-		if (open_fds[i].fd >= (int)(top - PARK_ROOM))
-			continue;
-		fd = fcntl(open_fds[i].fd, F_DUPFD_CLOEXEC, (int)(top - PARK_ROOM));
-		if (fd < 0)
-			continue;
-		(void)close(open_fds[i].fd);
-		open_fds[i].fd = fd;
-	}
+	if (top < 4 * PARK_ROOM || fd >= (int)(top - PARK_ROOM))
+		return fd;   /* no room that is not the program's, or there */
+	to = fcntl(fd, F_DUPFD_CLOEXEC, (int)(top - PARK_ROOM));
+	if (to < 0)
+		return fd;
+	(void)close(fd);
+	return to;
+}
+
+PS_SIGSAFE void
+ps_shmem_park_fds(void)
+{
+	int i;
+
+	for (i = 0; i < nopen; i++)
+		open_fds[i].fd = ps_fd_park(open_fds[i].fd);
 }

@@ -47,11 +47,14 @@ int ps_shmem_sealed(int fd);
 /* Close every mapping's descriptor (the mappings stay). */
 void ps_shmem_close_fds(void);
 
-/* Move every open mapping's descriptor near the top of the first 1024
- * numbers (or of RLIMIT_NOFILE, if lower), where a program that keeps
- * them open for a while does not see them: its own open(2) still gets the
- * lowest free number, as without the shim.  A descriptor that cannot
- * move stays where it is. */
+/* Move fd (close-on-exec) near the top of the first 1024 numbers (or of
+ * RLIMIT_NOFILE, if lower), where a program that keeps it open for a
+ * while does not see it: its own open(2) still gets the lowest free
+ * number, as without the shim.  Returns the new number, or fd where it
+ * cannot move.  Async-signal-safe. */
+int ps_fd_park(int fd);
+
+/* ps_fd_park every open mapping's descriptor. */
 void ps_shmem_park_fds(void);
 
 #endif

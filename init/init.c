@@ -199,6 +199,9 @@ log_setup(const struct ps_config *c)
 			fd = -1;
 		} else {
 			(void)fcntl(fd, F_SETFL, O_APPEND);  /* blocking writes again */
+			/* Out of the numbers the program opens: its own first
+			 * file is where it would be without the shim. */
+			fd = ps_fd_park(fd);
 		}
 	}
 	ps_log_setup(c->log_level, fd);

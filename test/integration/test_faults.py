@@ -690,6 +690,28 @@ class LogFileFaults(FaultTest):
         self.assertRegex(lines[0], r"^pyroshim: PYROSCOPE_LOG_FILE=%s: .*; using stderr\n$"
                          % re.escape(fifo))
 
+    @unittest.skipUnless(os.path.exists("/usr/bin/python3"), "no /usr/bin/python3")
+    def test_a_program_that_closes_its_descriptors_gets_no_log_line_in_its_files(self):
+        # The log file was the program's lowest free number (3): a program
+        # that closes every descriptor it did not open (closefrom, as
+        # daemons do) and opens a file of its own got it at 3, and the
+        # shim's lines at the program's exit (debug: its signal stacks)
+        # went into it.  The log's descriptor is now parked near 1024 and
+        # written only while it is still the log.
+        mine = os.path.join(self.tmp, "mine")
+        log = os.path.join(self.tmp, "log")
+        code = ("import os; os.closerange(3, 65536); "
+                "fd = os.open(%r, os.O_WRONLY | os.O_CREAT, 0o600); "
+                "os.write(fd, b'mine\\n'); print(fd)" % mine)
+        r = subprocess.run(["/usr/bin/python3", "-c", code], capture_output=True, timeout=60,
+                           env=clean_env({"PYROSCOPE_OUTPUT_DIR": self.out,
+                                          "PYROSCOPE_LOG_LEVEL": "debug",
+                                          "PYROSCOPE_LOG_FILE": log}))
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (0, b"3\n", b""))
+        with open(mine, "rb") as f:
+            self.assertEqual(f.read(), b"mine\n")
+        with open(log) as f:
+            self.assertIn("profiling python3", f.read())
 
 
 class LimitFaults(ShimTest):
