@@ -19,12 +19,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "common/clock.h"
 #include "common/guard.h"
 #include "common/log.h"
+#include "common/shmem.h"
 #include "uploader/httpreq.h"
 #include "uploader/serve.h"
 
@@ -35,12 +37,19 @@ static char addr_text[256];
 
 /* The listening socket: bound by the constructor (ps_listen_bind), so
  * the process started with the variable holds the port before any child
- * of it exists; handed to the helper, closed in the program. */
+ * of it exists; handed to the helper, closed in the program.  Its device
+ * and inode say whether the descriptor lfd is still it: in thread mode
+ * (no helper: pid 1, a subreaper) it is in the program's table, where the
+ * program may close it and get the number back for a socket of its own
+ * (closefrom(3), then listen), which the acceptor must never accept on. */
 static int lfd = -1;
+static dev_t lfd_dev;
+static ino_t lfd_ino;
 static int bind_err;               /* -errno of the constructor's attempt */
 /* Set once by the helper's loop (ps_listen_stop); the acceptor, which
- * owns lfd once it runs, then closes it. */
+ * owns lfd once it runs, then closes it within STOP_POLL_MS. */
 static _Atomic int stopping;
+#define STOP_POLL_MS 100
 /* Connections being served (acceptor increments, connection threads
  * decrement). */
 static _Atomic int active;
@@ -243,18 +252,33 @@ loopback(void)
 	return IN6_IS_ADDR_LOOPBACK(&v6->sin6_addr);
 }
 
-/* One attempt: a listening socket, or -errno. */
+/* 1 if descriptor lfd is still the listening socket. */
+static int
+ours(void)
+{
+	struct stat st;
+
+	return lfd >= 0 && fstat(lfd, &st) == 0 && st.st_dev == lfd_dev && st.st_ino == lfd_ino;
+}
+
+/* One attempt: a listening socket (non-blocking: the acceptor polls), or
+ * -errno. */
 static int
 try_bind(void)
 {
 	int one = 1, s, err;
+	struct stat st;
 
-	s = socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	s = socket(addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (s < 0)
 		return -errno;
 	(void)setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(s, (struct sockaddr *)&addr, addr_len) == 0 && listen(s, 64) == 0)
+	if (bind(s, (struct sockaddr *)&addr, addr_len) == 0 && listen(s, 64) == 0 &&
+	    fstat(s, &st) == 0) {
+		lfd_dev = st.st_dev;
+		lfd_ino = st.st_ino;
 		return s;
+	}
 	err = errno;
 	close(s);
 	return -err;
@@ -268,6 +292,11 @@ ps_listen_bind(void)
 		if (lfd < 0) {
 			bind_err = lfd;
 			lfd = -1;
+		} else {
+			/* Out of the numbers the program uses, before its main
+			 * runs (in thread mode the socket stays in its table;
+			 * later, the move would race its own closefrom). */
+			lfd = ps_fd_park(lfd);
 		}
 	}
 }
@@ -281,10 +310,9 @@ ps_listen_fd(void)
 void
 ps_listen_drop(void)
 {
-	if (lfd >= 0) {
+	if (ours())
 		close(lfd);
-		lfd = -1;
-	}
+	lfd = -1;
 }
 
 /* The constructor's attempt found the address in use: retry for a while
@@ -310,7 +338,9 @@ static void *
 acceptor(void *arg)
 {
 	struct timespec pause = { 0, 100 * 1000000L };
+	struct pollfd p = { .events = POLLIN };
 	pthread_attr_t attr;
+	const char *why = "the program that listened is gone";
 	int c;
 
 	(void)arg;
@@ -328,28 +358,54 @@ acceptor(void *arg)
 		return NULL;
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	pthread_attr_setstacksize(&attr, 256 * 1024);
-	for (;;) {
+	/* Polled, never a blocking accept: the stop is a flag (no descriptor
+	 * another thread could have closed and reused is touched), and a
+	 * descriptor that is no longer the listening socket is seen before
+	 * anything is accepted on it. */
+	while (!atomic_load(&stopping)) {
+		p.fd = lfd;
+		if (poll(&p, 1, STOP_POLL_MS) <= 0)
+			continue;
+		if (!ours()) {
+			why = "the program closed its descriptor";
+			lfd = -1;       /* not ours to close */
+			break;
+		}
 		c = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
 		if (c >= 0)
 			spawn_conn(c, &attr);
-		else if (atomic_load(&stopping))
-			break;
-		else if (errno != EINTR && errno != ECONNABORTED)
+		else if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
 			nanosleep(&pause, NULL);  /* out of descriptors or memory: later */
 	}
-	/* Connections being answered go on; the port is free now. */
-	close(lfd);
+	/* Connections being answered go on (a CPU window ends now, with what
+	 * it has); the port is free now. */
+	if (lfd >= 0)
+		close(lfd);
 	lfd = -1;
 	pthread_attr_destroy(&attr);
-	ps_info("no longer serving /debug/pprof/ on %s: the image that listened is gone", addr_text);
+	ps_serve_end();
+	ps_info("no longer serving /debug/pprof/ on %s: %s", addr_text, why);
 	return NULL;
 }
 
 void
 ps_listen_stop(void)
 {
-	if (lfd >= 0 && !atomic_exchange(&stopping, 1))
-		(void)shutdown(lfd, SHUT_RDWR);   /* the acceptor's accept fails */
+	atomic_store(&stopping, 1);
+}
+
+void
+ps_listen_finish(uint64_t timeout_ns)
+{
+	uint64_t until = ps_clock_ns(CLOCK_MONOTONIC) + timeout_ns;
+	struct timespec ts = { 0, 10 * 1000000L };
+
+	if (!addr_len)
+		return;
+	atomic_store(&stopping, 1);
+	ps_serve_end();
+	while (atomic_load(&active) > 0 && ps_clock_ns(CLOCK_MONOTONIC) < until)
+		nanosleep(&ts, NULL);
 }
 
 int

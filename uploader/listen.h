@@ -11,15 +11,17 @@
  *       alloc_* cumulative since start, inuse_* live now (Go's semantics;
  *       the same four sample types; allocs defaults to alloc_space).  With
  *       seconds=N, the difference over N s, as Go's delta profiles.
- *   /debug/pprof/goroutine, mutex, block, threadcreate, delta_mutex,
- *       delta_block  no such data in a native program: 200 and a valid,
- *       empty profile of Go's sample types -- what a Go program whose
- *       runtime does not record them answers, which Alloy takes as a
- *       normal scrape and Pyroscope ignores (no samples), instead of an
- *       error every interval.
- *   /debug/pprof/delta_heap  not served (404): godeltaprof's per-process
- *       deltas would be a second state to keep; Alloy's default memory
- *       scrape reads allocs and makes the deltas itself.
+ *   /debug/pprof/block, mutex  the off-CPU waits, since start or over
+ *       seconds=N, as heap.
+ *   /debug/pprof/goroutine, threadcreate  no such data in a native
+ *       program: 200 and a valid, empty profile of Go's sample types --
+ *       what a Go program whose runtime does not record them answers,
+ *       which Alloy takes as a normal scrape and Pyroscope ignores (no
+ *       samples), instead of an error every interval.
+ *   /debug/pprof/delta_heap, delta_mutex, delta_block  not served (404):
+ *       godeltaprof's per-process deltas would be a second state to keep;
+ *       Alloy's default scrapes read allocs, mutex and block and make the
+ *       deltas themselves.  (Empty answers would hide data that exists.)
  *   /debug/pprof/cmdline  the program's command line, NUL-separated.
  *   /debug/pprof/  an HTML index.
  * Anything else: 404 ("Unknown profile" under /debug/pprof/, as Go).
@@ -32,7 +34,10 @@
  * are served at once (more are answered 503 and closed at once); the
  * request head must arrive within PS_LISTEN_HEAD_MS (else 408) and fit
  * 8 KiB (else 431); an answer that cannot be delivered within
- * PS_LISTEN_SEND_MS is abandoned; connections are never kept alive.
+ * PS_LISTEN_SEND_MS is abandoned; connections are never kept alive.  In
+ * thread mode (no helper) the socket is in the program's table: parked
+ * near the top of its numbers, and never accepted on once the descriptor
+ * is no longer it (the program closed it, and may have reused the number).
  *
  * Who listens: the process started with the variable.  Its constructor
  * binds the port (one socket(2), bind(2), listen(2), only when the
@@ -79,8 +84,9 @@ void ps_listen_bind(void);
 int ps_listen_fd(void);
 
 /* Close the socket in this process: in the program once the helper holds
- * it, and in a fork child (where, in thread mode, it was copied).
- * Context: constructor after the helper is made; fork child handler. */
+ * it, and in a fork child (where, in thread mode, it was copied) -- if the
+ * descriptor is still it.  Context: constructor after the helper is made;
+ * fork child handler. */
 void ps_listen_drop(void);
 
 /* Start the listener in this process: a thread that accepts on the
@@ -91,9 +97,17 @@ void ps_listen_drop(void);
  * Context: the uploader, helper process or worker thread; allocates. */
 int ps_listen_start(struct ps_export *x, pthread_mutex_t *lock, pid_t host) PS_WUR;
 
-/* Stop listening, in the helper, once the image that listened is gone
- * (exec'd): the port is free for the new image, which retries for it.
- * Connections being answered are finished.  Context: the helper's loop. */
+/* Stop listening once the program that listened is gone: exec'd (the
+ * port is free for the new image, which retries for it) or ended (the
+ * helper may serve its tree for long).  The acceptor closes the port
+ * within 100 ms; windows being waited end then, with what they have.
+ * Context: the uploader's loop. */
 void ps_listen_stop(void);
+
+/* Before the helper ends: stop listening, end the windows being waited,
+ * and wait at most timeout_ns for the connections being answered, which
+ * need the worker's lock (the caller must not hold it).  Context: the
+ * helper's loop, at its end. */
+void ps_listen_finish(uint64_t timeout_ns);
 
 #endif

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/buf.h"
 #include "common/clock.h"
 #include "uploader/listen.h"
 #include "uploader/profiles.h"
@@ -138,21 +140,14 @@ pprof_answer(int c, int head, const char *filename, const struct ps_buf *b)
 /* ---- profiles --------------------------------------------------------- */
 
 /* Go's names for the types a native program has no data for. */
-static const char *const contention_types[] = { "contentions", "delay" };
-static const char *const contention_units[] = { "count", "nanoseconds" };
 static const char *const goroutine_types[] = { "goroutine" };
 static const char *const thread_types[] = { "threadcreate" };
 static const char *const count_units[] = { "count" };
-static const int zero_vals[] = { 0, 0 };
-static const int64_t one_div[] = { 1, 1 };
+static const int zero_vals[] = { 0 };
+static const int64_t one_div[] = { 1 };
 
 /* Encoded only (never written or uploaded): the fields that say where a
  * family goes stay empty. */
-static const struct ps_family fam_contention = {
-	.kind = "contention", .types = contention_types, .units = contention_units,
-	.fold_values = zero_vals, .div = one_div, .nvalues = 2,
-	.period_type = "contentions", .period_unit = "count",
-};
 static const struct ps_family fam_goroutine = {
 	.kind = "goroutine", .types = goroutine_types, .units = count_units,
 	.fold_values = zero_vals, .div = one_div, .nvalues = 1,
@@ -169,7 +164,6 @@ static const struct {
 	const struct ps_family *fam;
 } empty_types[] = {
 	{ "goroutine", &fam_goroutine }, { "threadcreate", &fam_thread },
-	{ "delta_mutex", &fam_contention }, { "delta_block", &fam_contention },
 };
 
 static void
@@ -223,23 +217,32 @@ static int64_t (*snapshot(uint32_t *n))[PS_F_NVALUES]
 	return v;
 }
 
-/* Wait until the deadline; 0, or -1 when the client went away first
- * (Go's handlers stop then too). */
-static int
+/* Set once the program served is gone (ps_serve_end): windows end. */
+static _Atomic int ended;
+
+void
+ps_serve_end(void)
+{
+	atomic_store(&ended, 1);
+}
+
+/* Wait until the deadline, or less: until the client closes its side
+ * (Go's handlers stop then too, and answer what they have: a client that
+ * shut its sending side after the request still reads it), or the
+ * program served is gone (exec'd or ended: what comes after is not its). */
+static void
 wait_window(int c, uint64_t until)
 {
 	struct pollfd p = { .fd = c, .events = POLLRDHUP };
-	uint64_t now;
+	uint64_t now, left;
 	int r;
 
-	while ((now = ps_clock_ns(CLOCK_MONOTONIC)) < until) {
-		r = poll(&p, 1, (int)((until - now) / 1000000ull) + 1);
-		if (r > 0)
-			return -1;
-		if (r < 0 && errno != EINTR)
-			return -1;
+	while (!atomic_load(&ended) && (now = ps_clock_ns(CLOCK_MONOTONIC)) < until) {
+		left = (until - now) / 1000000ull + 1;
+		r = poll(&p, 1, left < 100 ? (int)left : 100);
+		if (r > 0 || (r < 0 && errno != EINTR))
+			return;
 	}
-	return 0;
 }
 
 /* The profile of family fam: the fold's values now (prev NULL), or their
@@ -308,10 +311,7 @@ serve_profile(int c, int head, const struct ps_family *fam, unsigned seconds, co
 			return;
 		}
 		m.time_nanos = (int64_t)ps_clock_ns(CLOCK_REALTIME);
-		if (wait_window(c, t0 + seconds * 1000000000ull)) {
-			free(prev);
-			return;
-		}
+		wait_window(c, t0 + seconds * 1000000000ull);
 		m.duration_nanos = (int64_t)(ps_clock_ns(CLOCK_MONOTONIC) - t0);
 	} else {
 		m.duration_nanos = (int64_t)(ps_clock_ns(CLOCK_REALTIME) - x->start_ns);
@@ -329,24 +329,30 @@ serve_profile(int c, int head, const struct ps_family *fam, unsigned seconds, co
 	ps_buf_free(&out);
 }
 
+/* The whole command line (the kernel gives it a page at a time). */
 static void
 serve_cmdline(int c, int head)
 {
-	char path[64], buf[4096];
+	struct ps_buf b = PS_BUF_INIT(64u << 20);   /* past any ARG_MAX */
+	char path[64], chunk[4096];
 	ssize_t n = -1;
 	int fd;
 
 	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)host);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0) {
-		n = read(fd, buf, sizeof(buf));
+	while (fd >= 0 && ((n = read(fd, chunk, sizeof(chunk))) > 0 || (n < 0 && errno == EINTR)))
+		if (n > 0 && ps_buf_append(&b, chunk, (size_t)n)) {
+			n = -1;
+			break;
+		}
+	if (fd >= 0)
 		close(fd);
-	}
 	if (n < 0)
 		ps_serve_error(c, head, 500, "the command line could not be read", NULL);
 	else   /* Go writes no trailing NUL */
-		answer(c, head, 200, "text/plain; charset=utf-8", NULL, buf,
-		       (size_t)(n > 0 && buf[n - 1] == '\0' ? n - 1 : n));
+		answer(c, head, 200, "text/plain; charset=utf-8", NULL, b.data,
+		       b.len && ((char *)b.data)[b.len - 1] == '\0' ? b.len - 1 : b.len);
+	ps_buf_free(&b);
 }
 
 static const char index_html[] =
@@ -363,8 +369,10 @@ static const char index_html[] =
 	"<li><a href='mutex'>mutex</a>: Time spent waiting for contended pthread mutexes "
 	"and rwlocks, since start.</li>\n"
 	"<li><a href='cmdline'>cmdline</a>: The command line invocation of the current "
-	"program.</li>\n</ul>\n<p>goroutine, threadcreate, delta_mutex and "
-	"delta_block answer valid empty profiles: a native program has no such data.  "
+	"program.</li>\n</ul>\n<p>goroutine and threadcreate answer valid empty "
+	"profiles: a native program has no such data.  godeltaprof's delta_heap, "
+	"delta_mutex and delta_block are not served: scrape allocs, mutex and block, "
+	"whose changes Alloy computes itself.  "
 	"debug=N (text formats) is not served: use go tool pprof.</p>\n</body>\n</html>\n";
 
 /* `seconds` of the query: 0 absent, else the value; -1 after answering
@@ -422,7 +430,7 @@ ps_serve_route(int c, const struct ps_httpreq *rq)
 
 	if (!strcmp(rq->path, "/debug/pprof")) {
 		answer(c, rq->head, 301, "text/html; charset=utf-8", "Location: /debug/pprof/\r\n",
-		       "<a href=\"/debug/pprof/\">Moved Permanently</a>.\n\n", 49);
+		       "<a href=\"/debug/pprof/\">Moved Permanently</a>.\n\n", 48);
 		return;
 	}
 	if (strncmp(rq->path, prefix, sizeof(prefix) - 1)) {

@@ -18,9 +18,14 @@
 void ps_serve_setup(struct ps_export *x, pthread_mutex_t *lock, pid_t host);
 
 /* Answer the parsed request rq on connection c (Connection: close; the
- * caller closes).  A CPU window blocks for its seconds, or until the
- * client goes away. */
+ * caller closes).  A window (seconds=N) blocks for its seconds, or less:
+ * until the client closes its side, or ps_serve_end; its profile says how
+ * long it was. */
 void ps_serve_route(int c, const struct ps_httpreq *rq);
+
+/* The program served is gone: windows being waited end now.  Context:
+ * the listener's accepting thread, as it stops. */
+void ps_serve_end(void);
 
 /* An error as Go's serveError writes it: `why` and a newline, text/plain,
  * X-Go-Pprof: 1, plus `extra` header lines ("Name: value\r\n", may be

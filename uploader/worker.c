@@ -58,6 +58,8 @@ enum { REQ_NONE, REQ_FINAL, REQ_EXEC };
  * whole objects too (libc6-dbg's libc: 0.6 s, once per build ID). */
 #define CACHE_FILL_NS (250ull * 1000000)
 #define CACHE_FILL_LAST_NS (2000ull * 1000000)
+/* How long the helper's end waits for /debug/pprof answers being made. */
+#define LISTEN_FINISH_NS (1000ull * 1000000)
 
 /* What a program says about itself to join a tree: its export state as
  * its constructor made it.  It is in the program's control block, which
@@ -1216,6 +1218,11 @@ end_session(unsigned i)
 	 * its group's next upload, its run stays in its files. */
 	ps_group_leave(s->x);
 	if (s->root) {
+		/* Its /debug/pprof port was its own: let go, not kept serving a
+		 * dead process while the tree's other programs (a daemon(3)
+		 * child) keep the helper, and holding the port from the next
+		 * instance of the program. */
+		ps_listen_stop();
 		/* The program this helper is a copy of is done: the watchdog
 		 * (for a lock it held when copied) no longer applies; the loop
 		 * arms it again for its own end (the tree's programs may keep it
@@ -1464,6 +1471,13 @@ loop(int helper_side)
 			 * pass was the final flush.) */
 			if (helper_side)
 				ps_group_send(1, ps_clock_ns(CLOCK_MONOTONIC) + flush_timeout, &lock);
+			/* A /debug/pprof window still open gets what it has: its
+			 * answer takes the lock. */
+			if (helper_side) {
+				pthread_mutex_unlock(&lock);
+				ps_listen_finish(LISTEN_FINISH_NS);
+				pthread_mutex_lock(&lock);
+			}
 			/* Then the objects the sessions offered to be looked up
 			 * whole: in a tree they are mostly members', and the
 			 * leader's last save (save_symbols) came while other

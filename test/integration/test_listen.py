@@ -363,6 +363,12 @@ class BadRequests(ListenTest):
         cases = [
             ("/metrics", "GET", 404, b"404 page not found\n"),
             ("/debug/pprof/nosuch", "GET", 404, b"Unknown profile\n"),
+            # godeltaprof's paths: not an empty profile where there is
+            # data (mutex and block have it), as Alloy's defaults never
+            # ask for them.
+            ("/debug/pprof/delta_heap", "GET", 404, b"Unknown profile\n"),
+            ("/debug/pprof/delta_mutex", "GET", 404, b"Unknown profile\n"),
+            ("/debug/pprof/delta_block", "GET", 404, b"Unknown profile\n"),
             ("/debug/pprof/profile?seconds=abc", "GET", 400, None),
             ("/debug/pprof/profile?seconds=0", "GET", 400, None),
             ("/debug/pprof/profile?seconds=-5", "GET", 400, None),
@@ -395,6 +401,10 @@ class BadRequests(ListenTest):
         for raw, want in raws:
             with self.subTest(raw=raw[:40]):
                 self.assertEqual(http_get(self.port, None, raw=raw)[0], want)
+        # Go's redirect, byte for byte (a NUL used to follow it).
+        status, hdrs, body = http_get(self.port, "/debug/pprof")
+        self.assertEqual((status, hdrs.get("location"), body),
+                         (301, "/debug/pprof/", b'<a href="/debug/pprof/">Moved Permanently</a>.\n\n'))
         # HEAD: the headers of the answer, no body.
         status, hdrs, body = http_get(self.port, "/debug/pprof/heap", method="HEAD")
         self.assertEqual((status, body), (200, b""))
@@ -529,6 +539,119 @@ class BadRequests(ListenTest):
         self.assertGreater(n_samples(cpu[2]), 0)
         self.assertEqual(sample_types(heap[2]),
                          ["alloc_objects", "alloc_space", "inuse_objects", "inuse_space"])
+
+    def test_cmdline_is_the_whole_command_line(self):
+        """/proc/PID/cmdline comes a page at a time: a command line past
+        4096 bytes was cut there."""
+        env = clean_env({"PYROSCOPE_PPROF_ADDRESS": "127.0.0.1:%d" % self.port,
+                         "PYROSCOPE_OUTPUT_DIR": self.out})
+        argv = [TARGET, "1", "1", self.stop_file, "60", "x" * 5000, "end"]
+        p = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             stdin=subprocess.DEVNULL)
+        self.procs.append(p)
+        self.wait_listening(p)
+        status, _, body = http_get(self.port, "/debug/pprof/cmdline")
+        with open(self.stop_file, "w"):
+            pass
+        p.communicate(timeout=30)
+        self.assertEqual((status, body), (200, b"\x00".join(a.encode() for a in argv)))
+
+    def test_the_port_is_let_go_when_the_program_that_listens_ends(self):
+        """bash listens, starts `sleep 6` in the background and ends after
+        1.5 s: the sleep keeps the tree's helper.  The helper lets go of
+        the port within 0.2 s of bash's end, so no scrape reads the
+        profiles of a process that is gone, and the program's next
+        instance can listen.  Before, the helper served the dead bash's
+        profiles (200) until the sleep ended."""
+        log = os.path.join(self.tmp, "log")
+        env = clean_env({"PYROSCOPE_PPROF_ADDRESS": "127.0.0.1:%d" % self.port,
+                         "PYROSCOPE_OUTPUT_DIR": self.out, "PYROSCOPE_LOG_LEVEL": "info",
+                         "PYROSCOPE_LOG_FILE": log})
+        p = subprocess.Popen(["bash", "-c", "sleep 6 & sleep 1.5; exit 0"], env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             stdin=subprocess.DEVNULL)
+        self.procs.append(p)
+        deadline = time.monotonic() + 10
+        status = None
+        while status is None and time.monotonic() < deadline:
+            try:
+                status = http_get(self.port, "/debug/pprof/cmdline", timeout=5)[0]
+            except OSError:
+                time.sleep(0.05)
+        self.assertEqual(status, 200)
+        self.assertEqual(p.wait(timeout=30), 0)
+        ended = time.monotonic()
+        refused = None
+        while refused is None and time.monotonic() < ended + 3:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                time.sleep(0.02)
+            except ConnectionRefusedError:
+                refused = time.monotonic() - ended
+        self.assertIsNotNone(refused, "the port is still served after the program ended")
+        # The tree went on meanwhile: its helper said why it let go.
+        with open(log) as f:
+            text = f.read()
+        self.assertIn("no longer serving /debug/pprof/ on 127.0.0.1:%d: the program that "
+                      "listened is gone" % self.port, text)
+        self.assertEqual(p.stderr.read(), b"")
+        s = socket.socket()
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind(("127.0.0.1", self.port))   # the next instance's
+        s.close()
+
+    def test_a_window_open_when_the_program_ends_gets_what_it_has(self):
+        """A 20 s CPU window asked of a program that ends 2 s later: the
+        helper answers it before it ends, with the 2 s it has and a
+        duration that says so.  Before, the helper ended without a word
+        (0 bytes)."""
+        p = self.start()
+        self.wait_listening(p)
+        got = {}
+
+        def scrape():
+            got["r"] = http_get(self.port, "/debug/pprof/profile?seconds=20", timeout=30)
+
+        t = threading.Thread(target=scrape)
+        t.start()
+        time.sleep(2)
+        self.finish(p)
+        t.join(30)
+        status, _, body = got["r"]
+        self.assertEqual(status, 200, body[:200])
+        _, d = profile_times(body)
+        self.assertGreater(d, 1.5e9)
+        self.assertLess(d, 10e9)
+
+    def test_in_thread_mode_the_listener_never_takes_the_programs_own_connections(self):
+        """A child subreaper profiles in a thread, so the listening socket
+        is in the program's descriptor table.  own_listener closes every
+        descriptor it did not open (closefrom(3)) and listens on a port of
+        its own, which gets the lowest free number: before, that was the
+        number the listener accepted on, and 3 of 7 of the program's own
+        connections were answered by the listener.  Now the socket sits near
+        1024 and the listener sees it is gone: every connection is the
+        program's.  (No log file: it would be the number the program's
+        socket gets.)"""
+        wrapper = ("import ctypes, os, sys; ctypes.CDLL(None).prctl(36, 1, 0, 0, 0); "
+                   "os.environ['LD_PRELOAD'] = %r; os.execv(sys.argv[1], sys.argv[1:])" % SHIM)
+        app = free_port()
+        env = clean_env({"PYROSCOPE_PPROF_ADDRESS": "127.0.0.1:%d" % self.port,
+                         "PYROSCOPE_OUTPUT_DIR": self.out}, preload=False)
+        p = subprocess.Popen([sys.executable, "-c", wrapper, os.path.join(PROG, "own_listener"),
+                              str(app), "7"], env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        self.procs.append(p)
+        self.assertEqual(p.stdout.readline(), b"listening on fd 3\n")
+        got = []
+        for _ in range(7):
+            with socket.create_connection(("127.0.0.1", app), timeout=10) as c:
+                c.settimeout(10)
+                got.append(recv_all(c))
+            time.sleep(0.05)
+        out, err = p.communicate(timeout=30)
+        self.assertEqual(got, [b"app:hello\n"] * 7)
+        self.assertEqual((p.returncode, out, err), (0, b"", b""))
 
     def test_a_script_that_execs_the_program_hands_it_the_port(self):
         """pyroshim(7) says: to scrape a program started by a wrapper
