@@ -38,7 +38,7 @@ import time
 import unittest
 import urllib.parse
 
-from common import PROG, SHIM, ShimTest, clean_env, have_go
+from common import PROG, SHIM, ShimTest, clean_env, have_go, helper_log
 from test_upload import PeerTest, free_port, pprof_total
 
 HOST = os.path.join(PROG, "fault_host")
@@ -414,7 +414,10 @@ class ServerFaults(PeerTest, FaultTest):
         # names, folded uploads: every pass queues two in-use requests of
         # ~3.7 MB (the size of the local inuse_*.folded files) and three
         # small ones, so 2 s of 100 ms passes would queue ~70 MB if nothing
-        # were dropped, and ~45 MB under the count bound (32) alone.
+        # were dropped, and ~45 MB under the count bound (32) alone.  The
+        # program runs 5 s: a pass of 4096 stacks takes 0.2-0.5 s on a busy
+        # machine, and 2 s of them dropped too few (3 of 3.7 MB) to tell
+        # the bound from none.
         opts = {"PYROSCOPE_UPLOAD_INTERVAL": "100ms", "PYROSCOPE_INGEST_FORMAT": "folded",
                 "PYROSCOPE_FLUSH_TIMEOUT": "1s"}
         peer = self.peer()
@@ -423,7 +426,7 @@ class ServerFaults(PeerTest, FaultTest):
         for name, url, extra in (("none", None, {}), ("accepting", peer.url, {}),
                                  ("refusing", "http://127.0.0.1:%d" % free_port(),
                                   {"PYROSCOPE_LOG_LEVEL": "debug", "PYROSCOPE_LOG_FILE": log})):
-            r, base, out, delay = self.go(url, 2000, stacks=4096, **dict(opts, **extra))
+            r, base, out, delay = self.go(url, 5000, stacks=4096, **dict(opts, **extra))
             self.assert_unchanged(r, base)
             self.assertLess(delay, 1.0 + 1.0, name)
             rss[name] = r.maxrss
@@ -436,8 +439,9 @@ class ServerFaults(PeerTest, FaultTest):
         # What the refused run dropped to stay within its bound, by type
         # (the debug log names each; the last flush drops more after the
         # files' counters are written): the in-use requests are `big` bytes.
-        with open(log) as f:
-            text = f.read()
+        # The helper writes them after the program ended: its last line
+        # first (a loaded machine's fresh-clone run read the log before).
+        text = helper_log(self, log)
         final = text.rindex("local files of ", 0, text.index("after the last flush"))
         dropped = re.findall(r"upload queue full: dropping the oldest (\w+) profile", text)
         self.assertEqual(len(re.findall("upload queue full", text[:final])), counts["dropped"], msg)
