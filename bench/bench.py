@@ -1422,7 +1422,7 @@ def _peer_requests(d):
 def _tree_interleave(self, configs, rounds, make):
     """interleave(), after two untimed runs of the warm configuration (its
     symbol cache filled as by a user's first runs: the first run's helper
-    looks libc up whole for at most 2 s, and a second one that opens DWARF
+    looks libc up whole for at most 5 s, and a second one that opens DWARF
     finishes it)."""
     if "shim (default)" in configs:
         make("shim (default)", -1)

@@ -55,9 +55,11 @@ enum { REQ_NONE, REQ_FINAL, REQ_EXEC };
 /* What a pass may spend completing the symbol cache (symbols.h): one walk
  * of each function's DWARF, once per function ever (the generator's first
  * run: 7 ms for all of them); and the loop's last save (save_symbols),
- * whole objects too (libc6-dbg's libc: 0.6 s, once per build ID). */
+ * whole objects too (libc6-dbg's libc: 1.3-2.4 s of CPU, once per build
+ * ID; 2 s left a loaded machine's first run short of it, and the second
+ * run opened DWARF). */
 #define CACHE_FILL_NS (250ull * 1000000)
-#define CACHE_FILL_LAST_NS (2000ull * 1000000)
+#define CACHE_FILL_LAST_NS (5000ull * 1000000)
 /* How long the helper's end waits for /debug/pprof answers being made. */
 #define LISTEN_FINISH_NS (1000ull * 1000000)
 
