@@ -402,7 +402,7 @@ ps_listen_finish(uint64_t timeout_ns)
 
 	if (!addr_len)
 		return;
-	atomic_store(&stopping, 1);
+	ps_listen_stop();
 	ps_serve_end();
 	while (atomic_load(&active) > 0 && ps_clock_ns(CLOCK_MONOTONIC) < until)
 		nanosleep(&ts, NULL);
