@@ -54,7 +54,7 @@ ps_log_set_pid(int pid)
  * destination (0 stderr, 1 the log file), its length and its text.
  * Written by the constructor alone, before any other thread exists. */
 static int holding;
-static char held[8192];
+static PS_LARGE char held[8192];
 static size_t nheld;
 
 static void hold_or_write(int fd, const char *line, size_t n, int config);

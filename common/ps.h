@@ -26,6 +26,17 @@
 #define PS_HIDDEN   __attribute__((visibility("hidden")))
 #define PS_WUR      __attribute__((warn_unused_result))
 #define PS_TLS      __thread __attribute__((tls_model("initial-exec")))
+/* On a large zero-initialized static (a buffer, a table): placed after
+ * every other one (x86-64's large-data section, which the linker puts
+ * after .bss), so that the few bytes of small state that every process
+ * touches share two or three pages, not one page per file that has a
+ * large array (each page a process touches is a page fault: 2-3 us here,
+ * and a fork child copies each one it writes; BENCHMARKS 14u). */
+#if defined(__x86_64__)
+#define PS_LARGE    __attribute__((section(".lbss")))
+#else
+#define PS_LARGE
+#endif
 #define PS_LIKELY(x)   __builtin_expect(!!(x), 1)
 #define PS_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define PS_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))

@@ -53,11 +53,11 @@ void ps_hook_malloc_resolve(void);
 /* Process-wide state.  Written by the constructor before the shim's thread
  * and timer exist, by the fork child handler while the child has one
  * thread, and by the first record of a program that put off joining its
- * tree (first_record: once, every signal blocked); read-only otherwise. */
+ * tree (first_record: once, every signal blocked); read-only otherwise.
+ * The small members first, then the export's head, from the start of a
+ * page: the pages a process or a shell's fork child writes are the fewer
+ * (each one a fault). */
 static struct {
-	struct ps_config cfg;
-	struct ps_export x;
-	struct ps_span span; /* the run's root span, if correlation is on */
 	/* The sample tables: where their shared mappings are (stacktab.h).
 	 * A program that put off joining its tree (an exec'd image or a fork
 	 * child in a tree) has none until its first record; a fork child
@@ -71,7 +71,10 @@ static struct {
 	 * handler and by the first record (every signal blocked). */
 	struct ps_stacktab stale_st;
 	struct ps_livetab stale_lt;
-} g;
+	struct ps_export x;
+	struct ps_span span; /* the run's root span, if correlation is on */
+	struct ps_config cfg;
+} g PS_LARGE __attribute__((aligned(4096)));
 
 static const char *
 env(const char *name)

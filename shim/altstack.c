@@ -24,7 +24,7 @@ static _Atomic size_t max_used;
  * never end before the process does (a Go program's).  A slot is claimed
  * by the thread that owns the stack and cleared by it before the stack is
  * freed; any thread reads them. */
-static _Atomic(char *) live[MAX_LIVE];
+static PS_LARGE _Atomic(char *) live[MAX_LIVE];
 
 /* Bytes written on a stack: mmap gives zeroes, and a stack grows down
  * from its top, so the untouched part is the run of zeroes at the bottom.

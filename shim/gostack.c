@@ -55,8 +55,8 @@ static int
 find_sections(const char *path, uint64_t *pcln, uint64_t *pcln_size, uint64_t *text,
 	      uint64_t *text_size)
 {
-	static ElfW(Shdr) sh[MAX_SHDRS];        /* constructor only */
-	static char names[MAX_SHSTR + 1];
+	static PS_LARGE ElfW(Shdr) sh[MAX_SHDRS];        /* constructor only */
+	static PS_LARGE char names[MAX_SHSTR + 1];
 	ElfW(Ehdr) eh;
 	size_t i, n, len;
 	int fd, rc = -ENOEXEC, found = 0;

@@ -57,7 +57,7 @@ static PS_TLS int64_t t_left;
 /* ---- bootstrap pool ------------------------------------------------- */
 
 #define POOL_SIZE (64 * 1024)
-static _Alignas(64) unsigned char pool[POOL_SIZE];
+static PS_LARGE _Alignas(64) unsigned char pool[POOL_SIZE];
 static _Atomic size_t pool_used;
 
 struct pool_hdr {

@@ -97,7 +97,7 @@ static struct whole {
 	struct ps_object *o;    /* a reference */
 	struct ps_symcache *c;  /* a reference (ps_symcache_hold) */
 	uint32_t next;          /* index in o's symbol table */
-} whole[MAX_WHOLE];
+} whole[MAX_WHOLE] PS_LARGE;
 static uint32_t nwhole;
 
 /* ---- objects ------------------------------------------------------------ */
