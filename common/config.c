@@ -268,6 +268,46 @@ static const struct var vars[] = {
 	  "false" },
 };
 
+/* The string members, for ps_config_copy: all of them, from tree_helper
+ * to the end (checked below). */
+#define SM(f) { OFF(f), sizeof(((struct ps_config *)0)->f) }
+static const struct {
+	size_t off, size;
+} strings[] = {
+	SM(tree_helper), SM(app_name), SM(pprof_address), SM(span_name), SM(traceparent),
+	SM(server), SM(tags), SM(otlp_endpoint), SM(symbol_cache_dir), SM(output_dir),
+	SM(log_file), SM(ca_file), SM(tracestate), SM(auth_user), SM(auth_password),
+	SM(auth_token), SM(tenant), SM(http_headers), SM(otlp_headers),
+};
+_Static_assert(OFF(tree_helper) + 64 + 256 + 256 + 128 + 256 + 3 * PS_CFG_STR + 4 * PATH_MAX +
+		       1024 + 256 + 256 + PS_CFG_STR + 256 + 2 * 4096 ==
+		       sizeof(struct ps_config),
+	       "a string member of struct ps_config is missing from strings[]");
+
+PS_SIGSAFE uint32_t
+ps_config_copy(struct ps_config *dst, const struct ps_config *src, uint32_t only, uint32_t was)
+{
+	uint32_t set = 0, i;
+	size_t n;
+	char *d;
+
+	memcpy(dst, src, OFF(tree_helper));
+	for (i = 0; i < PS_ARRAY_LEN(strings); i++) {
+		d = (char *)dst + strings[i].off;
+		n = 0;
+		if (only & (1u << i))
+			n = strnlen((const char *)src + strings[i].off, strings[i].size - 1);
+		if (n) {
+			memcpy(d, (const char *)src + strings[i].off, n);
+			d[n] = '\0';
+			set |= 1u << i;
+		} else if (was & (1u << i)) {
+			d[0] = '\0';
+		}
+	}
+	return set;
+}
+
 /* Print the value as given, but never more than 80 bytes or a control
  * character: the value is untrusted and goes to a terminal. */
 static void

@@ -107,6 +107,21 @@ int ps_config_load(struct ps_config *c, ps_getenv_fn get, const char *exe);
  * Context: any thread; does not allocate. */
 void ps_config_url_shown(const char *url, char *out, size_t len);
 
+/* Copy src into dst, where dst holds zero bytes but for the strings in
+ * `was` (the mask this function returned for dst before; 0 for zero
+ * bytes): the numbers, and of the strings only the bytes of those that
+ * are not empty, and in `only` (the mask src's writer returned for it,
+ * when src is another process's memory; PS_CONFIG_ALL otherwise).  Each
+ * string of dst ends within its member, whatever src holds.  Returns
+ * dst's mask.  A page of dst that holds only strings nobody set is never
+ * touched: in fresh shared memory each page written, or read, is a page
+ * fault, in the program that joins a tree and in the helper that reads
+ * its settings (BENCHMARKS 14u).  Context: any thread, or the first
+ * record's signal handler; async-signal-safe. */
+#define PS_CONFIG_ALL 0xffffffffu
+PS_SIGSAFE uint32_t ps_config_copy(struct ps_config *dst, const struct ps_config *src,
+				   uint32_t only, uint32_t was);
+
 /* Parsers, exposed for the unit tests and for other modules.  Each returns
  * 0 and stores the value, or -EINVAL and leaves *out untouched. */
 int ps_parse_bool(const char *s, int *out) PS_WUR;

@@ -370,6 +370,51 @@ START_TEST(config_disabled_reads_and_prints_nothing_else)
 }
 END_TEST
 
+/* A copy into zero bytes equals the original, string by string; a copy
+ * over an earlier one clears the strings no longer set; a mask from the
+ * writer limits what is read; a string without its end in src still ends
+ * in dst. */
+START_TEST(config_copy_is_the_configuration_and_writes_only_its_strings)
+{
+	static struct ps_config c, d, e;
+	char err[256];
+	uint32_t m, m2;
+
+	set("PYROSCOPE_OUTPUT_DIR", "/tmp/out");
+	set("PYROSCOPE_SERVER_ADDRESS", "http://localhost:4040");
+	set("PYROSCOPE_TAGS", "a=b");
+	set("PYROSCOPE_SAMPLE_RATE", "250");
+	ck_assert_int_eq(load(&c, err, sizeof(err)), 0);
+	memset(&d, 0, sizeof(d));
+	m = ps_config_copy(&d, &c, PS_CONFIG_ALL, 0);
+	ck_assert_uint_eq(d.sample_rate, 250);
+	ck_assert_str_eq(d.output_dir, "/tmp/out");
+	ck_assert_str_eq(d.server, "http://localhost:4040");
+	ck_assert_str_eq(d.tags, "a=b");
+	ck_assert_str_eq(d.app_name, c.app_name);
+	ck_assert_str_eq(d.symbol_cache_dir, c.symbol_cache_dir);
+	ck_assert_int_eq(memcmp(&d, &c, sizeof(c)), 0);
+	/* Over the copy: the server and tags unset, the directory shorter. */
+	c.server[0] = c.tags[0] = '\0';
+	strcpy(c.output_dir, "/t");
+	m2 = ps_config_copy(&d, &c, PS_CONFIG_ALL, m);
+	ck_assert_uint_ne(m2, m);
+	ck_assert_str_eq(d.server, "");
+	ck_assert_str_eq(d.tags, "");
+	ck_assert_str_eq(d.output_dir, "/t");
+	/* What the mask does not name is not read. */
+	memset(&e, 0, sizeof(e));
+	(void)ps_config_copy(&e, &d, 0, 0);
+	ck_assert_str_eq(e.output_dir, "");
+	ck_assert_uint_eq(e.sample_rate, 250);
+	/* An unterminated string ends within its member. */
+	memset(c.tenant, 'x', sizeof(c.tenant));
+	memset(&e, 0, sizeof(e));
+	(void)ps_config_copy(&e, &c, PS_CONFIG_ALL, 0);
+	ck_assert_uint_eq(strlen(e.tenant), sizeof(e.tenant) - 1);
+}
+END_TEST
+
 START_TEST(config_app_name_falls_back_to_otel_then_executable)
 {
 	struct ps_config c;
@@ -558,6 +603,7 @@ main(void)
 	tcase_add_test(tc, config_bad_tags_fall_back_to_no_tags_not_to_the_alias);
 	tcase_add_test(tc, config_disabled_reads_and_prints_nothing_else);
 	tcase_add_test(tc, config_app_name_falls_back_to_otel_then_executable);
+	tcase_add_test(tc, config_copy_is_the_configuration_and_writes_only_its_strings);
 	tcase_add_test(tc, parsers_accept_documented_forms);
 	tcase_add_test(tc, cpu_signal_accepts_rt_numbers_and_refuses_glibcs);
 	tcase_add_test(tc, log_is_silent_below_its_level);

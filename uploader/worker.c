@@ -82,6 +82,7 @@ struct reg {
 	int on[PS_NFAMILIES];
 	uint64_t start_ns;
 	uintptr_t skip_lo, skip_hi, entry;
+	uint32_t cfg_set;              /* cfg's strings written (ps_config_copy) */
 	char app[256];
 	char dir[PATH_MAX];
 	struct ps_stacktab st;         /* as the program maps them */
@@ -872,6 +873,34 @@ reg_check(struct reg *r)
 	return 0;
 }
 
+/* src, a string of at most len - 1 bytes, into dst (len bytes), which
+ * holds a string or zero bytes past it: only the bytes of the string are
+ * written. */
+PS_SIGSAFE static void
+copy_string(char *dst, const char *src, size_t len)
+{
+	size_t n = strnlen(src, len - 1);
+
+	memcpy(dst, src, n);
+	dst[n] = '\0';
+}
+
+/* A joined program's settings, out of its control block into dst (zero
+ * bytes: a new session): what it wrote, and nothing of the pages it left
+ * alone (each one the helper would read here is a page of the control
+ * block's memory file made for nothing). */
+static void
+reg_copy(struct reg *dst, const struct reg *src)
+{
+	memcpy(dst, src, offsetof(struct reg, app));
+	copy_string(dst->app, src->app, sizeof(dst->app));
+	copy_string(dst->dir, src->dir, sizeof(dst->dir));
+	dst->st = src->st;
+	dst->lt = src->lt;
+	dst->span = src->span;
+	dst->cfg_set = ps_config_copy(&dst->cfg, &src->cfg, src->cfg_set, 0);
+}
+
 /* The settings of a program of another user (a fork child that gave up
  * root, as a server's workers do), made those of a program of this one,
  * e: what it sent is trusted no more than any program of that user, and
@@ -986,7 +1015,7 @@ take_birth(struct birth *b, int orphans, int now)
 		goto out;
 	if (exec) {
 		/* Its own settings, copied out of memory it can still write. */
-		memcpy(&s->r, &s->c->r, sizeof(s->r));
+		reg_copy(&s->r, &s->c->r);
 		why = "its settings are another build's";
 		if (reg_check(&s->r))
 			goto out;
@@ -1001,10 +1030,10 @@ take_birth(struct birth *b, int orphans, int now)
 		s->r.skip_hi = px->skip_hi;
 		s->r.entry = px->entry;   /* the same image */
 		memcpy(s->r.app, px->app, sizeof(s->r.app));
-		memcpy(s->r.dir, px->dir, sizeof(s->r.dir));
+		copy_string(s->r.dir, px->dir, sizeof(s->r.dir));
 		if (px->span)
 			s->r.span = *px->span;
-		s->r.cfg = *px->cfg;
+		s->r.cfg_set = ps_config_copy(&s->r.cfg, px->cfg, PS_CONFIG_ALL, 0);
 	}
 	s->r.start_ns = b->start_ns;
 	/* The tables' sizes read once: what is mapped, viewed and unmapped
@@ -2191,13 +2220,16 @@ reg_fill(void)
 	r->skip_hi = x->skip_hi;
 	r->entry = x->entry;
 	memcpy(r->app, x->app, sizeof(r->app));
-	memcpy(r->dir, x->dir, sizeof(r->dir));
+	/* Not the whole of dir and cfg: their strings, into the control
+	 * block's zero bytes (a page written is a page fault, here and in
+	 * the helper that reads it). */
+	copy_string(r->dir, x->dir, sizeof(r->dir));
 	r->st = *x->st;
 	if (x->lt)
 		r->lt = *x->lt;
 	if (x->span)
 		r->span = *x->span;
-	r->cfg = *x->cfg;
+	r->cfg_set = ps_config_copy(&r->cfg, x->cfg, PS_CONFIG_ALL, r->cfg_set);
 }
 
 /* The descriptors of this program's control block, stack table and (if
