@@ -14,6 +14,7 @@
 #include <strings.h>
 
 #include "common/log.h"
+#include "common/text.h"
 
 static int
 all_digits(const char *s)
@@ -462,7 +463,7 @@ app_name(struct ps_config *c, ps_getenv_fn get, const char *exe)
 	}
 	if (!*s)
 		s = "unknown";
-	snprintf(c->app_name, sizeof(c->app_name), "%s", s);
+	(void)ps_cat(c->app_name, sizeof(c->app_name), 0, s);
 	for (i = 0; c->app_name[i]; i++)
 		if (c->app_name[i] == '/' || !isprint((unsigned char)c->app_name[i]))
 			c->app_name[i] = '_';
@@ -538,16 +539,16 @@ static void
 cache_dir(struct ps_config *c, ps_getenv_fn get)
 {
 	const char *xdg = get("XDG_CACHE_HOME"), *home = get("HOME");
-	int n = -1;
+	char *d = c->symbol_cache_dir;
+	size_t n = sizeof(c->symbol_cache_dir);
 
-	c->symbol_cache_dir[0] = '\0';
+	d[0] = '\0';
 	if (xdg && xdg[0] == '/')
-		n = snprintf(c->symbol_cache_dir, sizeof(c->symbol_cache_dir), "%s/pyroshim", xdg);
+		n = ps_cat(d, sizeof(c->symbol_cache_dir), ps_cat(d, n, 0, xdg), "/pyroshim");
 	else if (home && home[0] == '/')
-		n = snprintf(c->symbol_cache_dir, sizeof(c->symbol_cache_dir), "%s/.cache/pyroshim",
-			     home);
-	if (n < 0 || (size_t)n >= sizeof(c->symbol_cache_dir))
-		c->symbol_cache_dir[0] = '\0';
+		n = ps_cat(d, sizeof(c->symbol_cache_dir), ps_cat(d, n, 0, home), "/.cache/pyroshim");
+	if (n >= sizeof(c->symbol_cache_dir))
+		d[0] = '\0';
 }
 
 /* Rules between variables: the traces endpoint is used as it is, the base

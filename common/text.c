@@ -16,6 +16,31 @@ ps_hexval(char c)
 	return -1;
 }
 
+size_t
+ps_cat(char *dst, size_t len, size_t at, const char *src)
+{
+	size_t n = strlen(src), k;
+
+	if (at < len) {
+		k = n < len - at - 1 ? n : len - at - 1;
+		memcpy(dst + at, src, k);
+		dst[at + k] = '\0';
+	}
+	return at + n;
+}
+
+size_t
+ps_cat_u(char *dst, size_t len, size_t at, unsigned long v)
+{
+	char d[24], *p = d + sizeof(d) - 1;
+
+	*p = '\0';
+	do
+		*--p = (char)('0' + v % 10);
+	while (v /= 10);
+	return ps_cat(dst, len, at, p);
+}
+
 int
 ps_is_tchar(char c)
 {

@@ -36,6 +36,7 @@
 #include "uploader/listen.h"
 #include "common/guard.h"
 #include "common/shmem.h"
+#include "common/text.h"
 #include "shim/livetab.h"
 #include "common/log.h"
 #include "shim/process.h"
@@ -107,7 +108,7 @@ exe_path(char *buf, size_t len)
 
 	if (fn && program_invocation_name && !strcmp(base(fn), base(program_invocation_name)) &&
 	    lstat(fn, &st) == 0 && S_ISREG(st.st_mode) &&
-	    (size_t)snprintf(buf, len, "%s", fn) < len)
+	    ps_cat(buf, len, 0, fn) < len)
 		return;
 	n = readlink("/proc/self/exe", buf, len - 1);
 	buf[n > 0 ? n : 0] = '\0';
@@ -165,9 +166,9 @@ output_dir(struct ps_config *c, int server_on, char *dir, size_t len)
 	if (!d[0])
 		d = "pyroshim-profiles";
 	if (d[0] == '/') {
-		snprintf(dir, len, "%s", d);
+		(void)ps_cat(dir, len, 0, d);
 	} else if (getcwd(cwd, sizeof(cwd))) {
-		if ((size_t)snprintf(dir, len, "%s/%s", cwd, d) >= len)
+		if (ps_cat(dir, len, ps_cat(dir, len, ps_cat(dir, len, 0, cwd), "/"), d) >= len)
 			dir[0] = '\0';
 	}
 	if (dir[0] && strcmp(dir, c->output_dir) && env_set("PYROSCOPE_OUTPUT_DIR", dir))
@@ -508,7 +509,7 @@ start_export(struct ps_config *c)
 	x->on[PS_FAMILY_BLOCK] = c->block_enabled;
 	x->on[PS_FAMILY_MUTEX] = c->mutex_enabled;
 	x->pid = getpid();
-	snprintf(x->app, sizeof(x->app), "%s", c->app_name);
+	(void)ps_cat(x->app, sizeof(x->app), 0, c->app_name);
 	shim_range(&x->skip_lo, &x->skip_hi);
 	x->entry = (uintptr_t)getauxval(AT_ENTRY);
 	ps_export_setup(x);

@@ -21,6 +21,29 @@ START_TEST(hexval_reads_both_cases_and_rejects_the_rest)
 }
 END_TEST
 
+/* What snprintf(dst, len, "%s%s%lu", ...) would write and return, cut
+ * where it would be cut. */
+START_TEST(cat_builds_what_snprintf_would_and_says_when_it_did_not_fit)
+{
+	char b[8];
+	size_t n;
+
+	n = ps_cat_u(b, sizeof(b), ps_cat(b, sizeof(b), 0, "fd/"), 42);
+	ck_assert_uint_eq(n, 5);
+	ck_assert_str_eq(b, "fd/42");
+	n = ps_cat_u(b, sizeof(b), ps_cat(b, sizeof(b), 0, "/proc/"), 123456);
+	ck_assert_uint_eq(n, 12);     /* strlen("/proc/123456") */
+	ck_assert_str_eq(b, "/proc/1");   /* cut to fit */
+	n = ps_cat(b, sizeof(b), ps_cat(b, sizeof(b), 0, "abcdefgh"), "ij");
+	ck_assert_uint_eq(n, 10);
+	ck_assert_str_eq(b, "abcdefg");
+	ck_assert_uint_eq(ps_cat_u(b, sizeof(b), 0, 0), 1);
+	ck_assert_str_eq(b, "0");
+	ck_assert_uint_eq(ps_cat(b, sizeof(b), 0, ""), 0);
+	ck_assert_str_eq(b, "");
+}
+END_TEST
+
 START_TEST(tchar_is_the_rfc9110_token_set)
 {
 	const char *yes = "az09AZ!#$%&'*+-.^_`|~";
@@ -166,6 +189,7 @@ text_suite(void)
 
 	tcase_add_test(tc, hexval_reads_both_cases_and_rejects_the_rest);
 	tcase_add_test(tc, tchar_is_the_rfc9110_token_set);
+	tcase_add_test(tc, cat_builds_what_snprintf_would_and_says_when_it_did_not_fit);
 	tcase_add_test(tc, trim_drops_only_the_given_class_at_both_ends);
 	tcase_add_test(tc, pct_decode_decodes_escapes_of_either_case);
 	tcase_add_test(tc, pct_decode_rejects_incomplete_escapes);

@@ -11,6 +11,7 @@
 #include "uploader/ingest.h"
 #include "uploader/push.h"
 #include "common/log.h"
+#include "common/text.h"
 
 #define BODY_CAP (32u << 20)
 
@@ -118,7 +119,7 @@ ps_remote_setup(struct ps_remote *r, const struct ps_config *c, const struct ps_
 	r->push = c->upload_push;
 	r->sample_rate = c->sample_rate;
 	r->alloc_mean = c->alloc_sample_bytes;
-	snprintf(r->ca_file, sizeof(r->ca_file), "%s", c->ca_file);
+	(void)ps_cat(r->ca_file, sizeof(r->ca_file), 0, c->ca_file);
 	r->up.ca_file = r->ca_file[0] ? r->ca_file : NULL;
 	r->up.insecure = c->tls_insecure;
 	r->up.rng = start_ns | 1;

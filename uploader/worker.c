@@ -36,6 +36,7 @@
 #include "common/guard.h"
 #include "common/log.h"
 #include "common/shmem.h"
+#include "common/text.h"
 #include "shim/alloc.h"
 #include "shim/bench.h"
 #include "shim/gostack.h"
@@ -2403,9 +2404,10 @@ bell_map(const char *name, const char **why)
 	 * 14q).  Both through a descriptor of the helper's /proc directory,
 	 * which names that process for good: once it is gone, they fail
 	 * (ESRCH), even if its pid is reused in between. */
-	snprintf(path, sizeof(path), "/proc/%ld", hpid);
+	(void)ps_cat_u(path, sizeof(path), ps_cat(path, sizeof(path), 0, "/proc/"),
+		       (unsigned long)hpid);
 	dir = open(path, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	snprintf(path, sizeof(path), "fd/%ld", bfd);
+	(void)ps_cat_u(path, sizeof(path), ps_cat(path, sizeof(path), 0, "fd/"), (unsigned long)bfd);
 	p = dir < 0 ? -1 : openat(dir, path, O_PATH | O_CLOEXEC);
 	*why = "its bell cannot be opened (it is gone, not ours, or out of sight)";
 	if (p >= 0 && fstat(p, &sb) == 0 && S_ISREG(sb.st_mode) &&
@@ -2681,8 +2683,10 @@ magic_of(struct dl_phdr_info *info, size_t size, void *arg)
 	if (i == info->dlpi_phnum)
 		return 0;
 	id = ps_dl_note(info, NT_GNU_BUILD_ID, "GNU", &len);
-	for (k = 0; id && k < len && k < 8; k++)
-		snprintf((char *)arg + 2 * k, 3, "%02x", id[k]);
+	for (k = 0; id && k < len && k < 8; k++) {
+		((char *)arg)[2 * k] = "0123456789abcdef"[id[k] >> 4];
+		((char *)arg)[2 * k + 1] = "0123456789abcdef"[id[k] & 15];
+	}
 	return 1;
 }
 
@@ -2692,7 +2696,8 @@ magic_init(void)
 	char id[17] = "";
 
 	(void)dl_iterate_phdr(magic_of, id);
-	snprintf(magic, sizeof(magic), "pyroshim %s %s", PS_VERSION, id);
+	(void)ps_cat(magic, sizeof(magic), ps_cat(magic, sizeof(magic), 0, "pyroshim " PS_VERSION " "),
+		     id);
 }
 
 int
@@ -2796,7 +2801,7 @@ ps_worker_start(struct ps_export *e, uint64_t interval_ns, uint64_t flush_timeou
 	interval = interval_ns;
 	flush_timeout = flush_timeout_ns;
 	if (atomic_load(&deferred) == DEFER_WAITING) {
-		snprintf(tree_name, sizeof(tree_name), "%s", e->cfg->tree_helper);
+		(void)ps_cat(tree_name, sizeof(tree_name), 0, e->cfg->tree_helper);
 		ps_info("uploader: this program joins the tree's helper (pid %d) when it first "
 			"records", atomic_load(&tree_bell->helper_pid));
 		return 0;
