@@ -9,6 +9,8 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "common/log.h"
+
 #define MAX_LIVE 1024   /* live stacks measurable at exit; more are measured
 			 * when their thread ends */
 
@@ -23,7 +25,9 @@ static _Atomic size_t max_used;
 /* The stacks in use, so that ps_altstack_max_used sees the threads that
  * never end before the process does (a Go program's).  A slot is claimed
  * by the thread that owns the stack and cleared by it before the stack is
- * freed; any thread reads them. */
+ * freed; any thread reads them.  Kept only when the debug log, the one
+ * reader, is on: otherwise every process would write a page of it for
+ * nothing. */
 static PS_LARGE _Atomic(char *) live[MAX_LIVE];
 
 /* Bytes written on a stack: mmap gives zeroes, and a stack grows down
@@ -98,7 +102,8 @@ release(void *unused)
 		return;
 	if (sigaltstack(&off, NULL))
 		return;
-	track(NULL, t_stack);   /* before it is freed: no longer measured live */
+	if (ps_log_level() >= PS_LOG_DEBUG)
+		track(NULL, t_stack);   /* before it is freed: no longer measured live */
 	note_used(t_stack);
 	guard = t_stack - sysconf(_SC_PAGESIZE);
 	(void)munmap(guard, PS_ALTSTACK_SIZE + (size_t)sysconf(_SC_PAGESIZE));
@@ -112,7 +117,7 @@ key_init(void)
 }
 
 void
-ps_altstack_thread_start(void)
+ps_altstack_thread_start(int main_thread)
 {
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
 	stack_t cur, ss;
@@ -124,7 +129,8 @@ ps_altstack_thread_start(void)
 		return;
 	if (cur.ss_flags & SS_ONSTACK)
 		return;
-	(void)pthread_once(&key_once, key_init);
+	if (!main_thread)
+		(void)pthread_once(&key_once, key_init);
 	m = mmap(NULL, PS_ALTSTACK_SIZE + page, PROT_READ | PROT_WRITE,
 		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (m == MAP_FAILED)
@@ -141,8 +147,9 @@ ps_altstack_thread_start(void)
 		return;
 	}
 	t_stack = m + page;
-	track(t_stack, NULL);
-	if (key_ok)
+	if (ps_log_level() >= PS_LOG_DEBUG)
+		track(t_stack, NULL);
+	if (!main_thread && key_ok)
 		(void)pthread_setspecific(key, (void *)1);
 }
 

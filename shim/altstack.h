@@ -20,13 +20,18 @@
 #define PS_ALTSTACK_SIZE (128u << 10)
 
 /* Give the calling thread the shim's alternate signal stack, unless it has
- * a large enough one.  Context: the thread itself, outside signal context. */
-void ps_altstack_thread_start(void);
+ * a large enough one.  main_thread: the process's first thread, whose
+ * stack the process's end frees (and, should it call pthread_exit, keeps
+ * mapped): no thread-end destructor is registered for it, which would
+ * page in the C library's key table in every process (BENCHMARKS 14u).
+ * Context: the thread itself, outside signal context. */
+void ps_altstack_thread_start(int main_thread);
 
 /* The most bytes any of the shim's signal stacks has had written: the
  * stacks of threads that ended, and of the live ones (read through the
- * kernel, since their threads run on; up to 1024 of them).  The handler's
- * worst stack use, for the debug log and the tests.
+ * kernel, since their threads run on; up to 1024 of them, counted only
+ * when the debug log is on).  The handler's worst stack use, for the
+ * debug log and the tests.
  * Context: any thread outside signal context; reads 128 KiB per live
  * stack at most. */
 size_t ps_altstack_max_used(void);

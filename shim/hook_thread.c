@@ -72,7 +72,7 @@ trampoline(void *p)
 	free(p);
 	if (!s.shim) {
 		ps_sigvirt_adopt_thread(s.blocked);
-		ps_altstack_thread_start();
+		ps_altstack_thread_start(0);
 		ps_unwind_warm_thread();
 		ps_sampler_thread_start((void *)(uintptr_t)s.fn);
 		ps_process_host_thread(1);
