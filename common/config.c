@@ -284,6 +284,7 @@ _Static_assert(OFF(tree_helper) + 64 + 256 + 256 + 128 + 256 + 3 * PS_CFG_STR + 
 		       1024 + 256 + 256 + PS_CFG_STR + 256 + 2 * 4096 ==
 		       sizeof(struct ps_config),
 	       "a string member of struct ps_config is missing from strings[]");
+_Static_assert(PS_ARRAY_LEN(strings) <= 32, "ps_config_copy's mask has 32 bits");
 
 PS_SIGSAFE uint32_t
 ps_config_copy(struct ps_config *dst, const struct ps_config *src, uint32_t only, uint32_t was)

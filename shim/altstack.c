@@ -129,6 +129,10 @@ ps_altstack_thread_start(int main_thread)
 		return;
 	if (cur.ss_flags & SS_ONSTACK)
 		return;
+	/* The constructor's thread is the process's first, unless the
+	 * library was loaded by another (dlopen): that one's stack is freed
+	 * at its end. */
+	main_thread = main_thread && gettid() == getpid();
 	if (!main_thread)
 		(void)pthread_once(&key_once, key_init);
 	m = mmap(NULL, PS_ALTSTACK_SIZE + page, PROT_READ | PROT_WRITE,
