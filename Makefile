@@ -275,8 +275,8 @@ FUZZ_SRC_span          = trace/span.c trace/traceparent.c common/text.c
 FUZZ_SRC_otlp_headers  = uploader/otlp.c trace/span.c trace/traceparent.c common/buf.c common/text.c \
 			 build/gen/otlp.pb.c
 FUZZ_LIBS_otlp_headers = -lprotobuf-nanopb
-FUZZ_SRC_config_values = common/config.c common/log.c
-FUZZ_SRC_config_env    = common/config.c common/log.c
+FUZZ_SRC_config_values = common/config.c common/log.c common/text.c
+FUZZ_SRC_config_env    = common/config.c common/log.c common/text.c
 FUZZ_SRC_tags          = uploader/tags.c common/text.c
 FUZZ_SRC_ingest_url    = uploader/ingest.c common/buf.c common/text.c
 FUZZ_SRC_headers       = uploader/headers.c common/text.c
