@@ -433,9 +433,9 @@ hand_awaited(int i, const struct birth *b, uint64_t w)
 	return r;
 }
 static _Atomic int closing;        /* the loop ends: no more joins */
-/* Zero, in .bss: with an initializer its 95 KiB were file pages of every
- * preloaded process's image, mapped around the pages near them that the
- * loader and the hooks touch (root_session sets it). */
+/* Zero-initialized (root_session sets it): with an initializer its 95 KiB
+ * were file pages of every preloaded process's image, mapped around the
+ * pages near them that the loader and the hooks touch. */
 static PS_LARGE struct session root_s;
 
 PS_SIGSAFE static void leave_slot(int exec);
