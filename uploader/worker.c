@@ -41,6 +41,7 @@
 #include "shim/bench.h"
 #include "shim/gostack.h"
 #include "shim/stacktab.h"
+#include "trace/traceparent.h"
 #include "shim/wait.h"
 #include "symbolize/symbolizer.h"
 #include "uploader/group.h"
@@ -2670,7 +2671,7 @@ magic_of(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	uintptr_t me = (uintptr_t)magic, lo;
 	const unsigned char *id;
-	size_t k, len;
+	size_t len;
 	int i;
 
 	(void)size;
@@ -2683,10 +2684,8 @@ magic_of(struct dl_phdr_info *info, size_t size, void *arg)
 	if (i == info->dlpi_phnum)
 		return 0;
 	id = ps_dl_note(info, NT_GNU_BUILD_ID, "GNU", &len);
-	for (k = 0; id && k < len && k < 8; k++) {
-		((char *)arg)[2 * k] = "0123456789abcdef"[id[k] >> 4];
-		((char *)arg)[2 * k + 1] = "0123456789abcdef"[id[k] & 15];
-	}
+	if (id)
+		ps_hex_encode(id, len < 8 ? len : 8, arg);
 	return 1;
 }
 
