@@ -541,14 +541,13 @@ cache_dir(struct ps_config *c, ps_getenv_fn get)
 {
 	const char *xdg = get("XDG_CACHE_HOME"), *home = get("HOME");
 	char *d = c->symbol_cache_dir;
-	size_t n = sizeof(c->symbol_cache_dir);
+	size_t len = sizeof(c->symbol_cache_dir), n = len;   /* none: "" */
 
-	d[0] = '\0';
 	if (xdg && xdg[0] == '/')
-		n = ps_cat(d, sizeof(c->symbol_cache_dir), ps_cat(d, n, 0, xdg), "/pyroshim");
+		n = ps_cat(d, len, ps_cat(d, len, 0, xdg), "/pyroshim");
 	else if (home && home[0] == '/')
-		n = ps_cat(d, sizeof(c->symbol_cache_dir), ps_cat(d, n, 0, home), "/.cache/pyroshim");
-	if (n >= sizeof(c->symbol_cache_dir))
+		n = ps_cat(d, len, ps_cat(d, len, 0, home), "/.cache/pyroshim");
+	if (n >= len)
 		d[0] = '\0';
 }
 
