@@ -33,32 +33,66 @@ def summary(r):
     return r.rc, sorted(bad), "Tests result: SUCCESS" in text
 
 
+def cases(r):
+    """unittest's report of each failing case (FAIL:/ERROR: and its
+    traceback), so that a difference names the case and not only the
+    module."""
+    text = (r.out + r.err).decode(errors="replace")
+    found = re.findall(r"^={20,}\n((?:FAIL|ERROR): .*?)(?=^={20,}|^-{20,}\nRan )", text,
+                       re.M | re.S)
+    return "\n".join(found)[-6000:] or text[-3000:]
+
+
+def failed_ids(r, module):
+    """The ids of module's failing cases in a verbose run
+    (test.test_signal.SiginterruptTest.test_siginterrupt_on), for -m."""
+    text = (r.out + r.err).decode(errors="replace")
+    return sorted(set(m for m in re.findall(r"^(?:FAIL|ERROR): \S+ \((\S+)\)", text, re.M)
+                      if m.startswith("test.%s." % module)))
+
+
 @unittest.skipUnless(os.path.exists("/usr/lib/python3.11/test/test_threading.py") and
                      os.path.exists(PY),
                      "Debian's python3 regression tests are not installed "
                      "(apt-get install libpython3.11-testsuite)")
 class CPythonSuite(ShimTest):
     def failing(self, env):
-        """The modules that fail, each confirmed by a second run of it
-        alone: CPython's timing tests (test_signal's itimer cases) can fail
-        on a loaded machine with or without the shim, and a flake of either
-        run is not a difference.  A module that fails twice counts."""
+        """The modules with a case that fails three times in a row: in
+        the whole run, in a verbose run of its module, and alone.  CPython's
+        timing tests (test_signal's itimer and stress cases, its 1 s alarms)
+        can fail on a loaded machine with or without the shim, and a flake
+        of either run is not a difference; a case the shim breaks fails
+        every time.  Also returns what the verbose runs said of the cases
+        that failed, confirmed or not."""
         r = run([PY, "-m", "test", "-q"] + IGNORE + MODULES, env, timeout=900, cwd=self.tmp)
         rc, bad, ok = summary(r)
         if rc == 0 and not bad and ok:
-            return []
+            return [], ""
         self.assertTrue(bad, "the suite failed without naming a test: rc %d: %s" %
                         (rc, (r.out + r.err)[-3000:]))
-        return summary(run([PY, "-m", "test", "-q"] + IGNORE + bad, env, timeout=900,
-                           cwd=self.tmp))[1]
+        again = run([PY, "-m", "test", "-v"] + IGNORE + bad, env, timeout=900, cwd=self.tmp)
+        report = [cases(again)]
+        confirmed = set()
+        for module in summary(again)[1]:
+            ids = failed_ids(again, module)
+            if not ids:
+                confirmed.add(module)   # it failed as a whole (a crash, a hang)
+            for case in ids[:8]:
+                alone = run([PY, "-m", "test", "-v", "-m", case, module], env, timeout=900,
+                            cwd=self.tmp)
+                still = module in summary(alone)[1]
+                if still:
+                    confirmed.add(module)
+                report.append("%s alone: %s" % (case, "failed again" if still else "passed"))
+        return sorted(confirmed), "\n".join(report)
 
     def test_same_results_with_and_without_the_shim(self):
-        base = self.failing(clean_env(preload=False))
+        base, why = self.failing(clean_env(preload=False))
         # At the highest rate, so that samples land inside every signal,
         # fork and wait corner these modules test.
-        shim = self.failing(clean_env({"PYROSCOPE_OUTPUT_DIR": self.out,
-                                       "PYROSCOPE_SAMPLE_RATE": "1000"}))
-        self.assertEqual(base, shim)
+        shim, why_shim = self.failing(clean_env({"PYROSCOPE_OUTPUT_DIR": self.out,
+                                                 "PYROSCOPE_SAMPLE_RATE": "1000"}))
+        self.assertEqual(base, shim, "without the shim:\n%s\nwith it:\n%s" % (why, why_shim))
         self.assertEqual(shim, [], "the suite itself should pass here")
 
 
