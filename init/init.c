@@ -581,7 +581,7 @@ start(void)
 	active = 1;
 	ps_process_setup(&ops, (int)getpid());
 	if (c->cpu_enabled) {
-		ps_altstack_thread_start(1);
+		ps_altstack_thread_start();
 		rc = ps_sampler_start(c->sample_rate, c->cpu_timer, c->cpu_signal,
 				      ps_worker_take_grid());
 		if (rc)

@@ -1,7 +1,6 @@
 /* altstack.c -- the shim's alternate signal stacks.  See altstack.h. */
 #include "shim/altstack.h"
 
-#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -17,9 +16,6 @@
 /* The calling thread's stack from this module, or NULL.  Owned by the
  * thread. */
 static PS_TLS char *t_stack;
-static pthread_key_t key;
-static pthread_once_t key_once = PTHREAD_ONCE_INIT;
-static int key_ok;
 /* The largest use seen on a stack that was freed; any thread. */
 static _Atomic size_t max_used;
 /* The stacks in use, so that ps_altstack_max_used sees the threads that
@@ -88,13 +84,12 @@ note_used(const char *base)
 		;
 }
 
-static void
-release(void *unused)
+void
+ps_altstack_thread_end(void)
 {
 	stack_t off = { .ss_flags = SS_DISABLE }, cur;
 	char *guard;
 
-	(void)unused;
 	if (!t_stack)
 		return;
 	/* Only if it is still ours: the program may have put its own. */
@@ -110,14 +105,8 @@ release(void *unused)
 	t_stack = NULL;
 }
 
-static void
-key_init(void)
-{
-	key_ok = pthread_key_create(&key, release) == 0;
-}
-
 void
-ps_altstack_thread_start(int main_thread)
+ps_altstack_thread_start(void)
 {
 	size_t page = (size_t)sysconf(_SC_PAGESIZE);
 	stack_t cur, ss;
@@ -129,12 +118,6 @@ ps_altstack_thread_start(int main_thread)
 		return;
 	if (cur.ss_flags & SS_ONSTACK)
 		return;
-	/* The constructor's thread is the process's first, unless the
-	 * library was loaded by another (dlopen): that one's stack is freed
-	 * at its end. */
-	main_thread = main_thread && gettid() == getpid();
-	if (!main_thread)
-		(void)pthread_once(&key_once, key_init);
 	m = mmap(NULL, PS_ALTSTACK_SIZE + page, PROT_READ | PROT_WRITE,
 		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (m == MAP_FAILED)
@@ -153,8 +136,6 @@ ps_altstack_thread_start(int main_thread)
 	t_stack = m + page;
 	if (ps_log_level() >= PS_LOG_DEBUG)
 		track(t_stack, NULL);
-	if (!main_thread && key_ok)
-		(void)pthread_setspecific(key, (void *)1);
 }
 
 size_t

@@ -20,12 +20,19 @@
 #define PS_ALTSTACK_SIZE (128u << 10)
 
 /* Give the calling thread the shim's alternate signal stack, unless it has
- * a large enough one.  main_thread: the process's first thread, whose
- * stack the process's end frees (and, should it call pthread_exit, keeps
- * mapped): no thread-end destructor is registered for it, which would
- * page in the C library's key table in every process (BENCHMARKS 14u).
+ * a large enough one.
  * Context: the thread itself, outside signal context. */
-void ps_altstack_thread_start(int main_thread);
+void ps_altstack_thread_start(void);
+
+/* Switch the calling thread's stack from this module off and free it,
+ * unless the program has put its own in its place.  Called at the end of
+ * each of the program's threads by the destructor that counts them
+ * (hook_thread.c), whose key the constructor makes: a second key, made
+ * later, could find the program's 1024 taken, and each thread's 132 KiB
+ * would then stay mapped.  The main thread's is freed by the process's
+ * end, or at its pthread_exit.
+ * Context: the thread itself, outside signal context. */
+void ps_altstack_thread_end(void);
 
 /* The most bytes any of the shim's signal stacks has had written: the
  * stacks of threads that ended, and of the live ones (read through the

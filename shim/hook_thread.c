@@ -35,8 +35,9 @@ struct start {
 	int blocked; /* the creator's wish to block the shim's signal */
 };
 
-/* Counts the program's threads for the uploader (worker.h): its
- * destructor runs when a thread ends, by return or by pthread_exit. */
+/* Counts the program's threads for the uploader (worker.h) and frees
+ * their signal stacks (altstack.h): its destructor runs when a thread
+ * ends, by return or by pthread_exit. */
 static pthread_key_t host_key;
 static pthread_once_t host_once = PTHREAD_ONCE_INIT;
 static int host_key_ok;
@@ -45,6 +46,7 @@ static void
 host_thread_gone(void *unused)
 {
 	(void)unused;
+	ps_altstack_thread_end();
 	ps_process_host_thread(-1);
 }
 
@@ -72,7 +74,7 @@ trampoline(void *p)
 	free(p);
 	if (!s.shim) {
 		ps_sigvirt_adopt_thread(s.blocked);
-		ps_altstack_thread_start(0);
+		ps_altstack_thread_start();
 		ps_unwind_warm_thread();
 		ps_sampler_thread_start((void *)(uintptr_t)s.fn);
 		ps_process_host_thread(1);
