@@ -24,6 +24,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -1935,6 +1936,55 @@ helper_loop(void)
 	helper_end();
 }
 
+/* The helper is a copy of the program, command line included: `pidof
+ * prog`, `pgrep -f` and `pkill -f` counted it as the program while it
+ * finished the program's profiles.  Its copy of the argument area
+ * (arg_start and arg_end, fields 48 and 49 of /proc/self/stat) now starts
+ * with its name and a NUL, and ends with a byte that is not NUL: the kernel
+ * then reads the command line as setproctitle(3) leaves it, up to its
+ * first NUL.  An area too short for the whole gets "pyroshim", cut to it
+ * if need be; one of less than 2 bytes is left as it is.  Written through
+ * the kernel, which fails where the area is not writable (moved by
+ * PR_SET_MM) instead of faulting. */
+static void
+retitle(pid_t of)
+{
+	char st[1024], title[48], *p;
+	unsigned long field[2] = { 0, 0 };
+	struct iovec mine[2], area[2];
+	size_t n, len, at;
+	ssize_t got;
+	int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC), i;
+
+	if (fd < 0)
+		return;
+	got = read(fd, st, sizeof(st) - 1);
+	close(fd);
+	if (got <= 0)
+		return;
+	st[got] = '\0';
+	/* Fields counted from the state (field 3), after the name's ')'. */
+	p = strrchr(st, ')');
+	for (i = 3; p && i <= 49; i++) {
+		p = strchr(p + 1, ' ');
+		if (p && i >= 48)
+			field[i - 48] = strtoul(p + 1, NULL, 10);
+	}
+	if (!p || field[1] < field[0] + 2)
+		return;
+	len = field[1] - field[0];
+	at = ps_cat(title, sizeof(title), 0, "pyroshim: helper of ");
+	n = ps_cat_u(title, sizeof(title), at, (unsigned long)of);
+	if (n > len - 2)   /* the name alone, cut to the area */
+		n = 8 < len - 2 ? 8 : len - 2;
+	title[n] = '\0';
+	mine[0] = (struct iovec){ title, n + 1 };
+	mine[1] = (struct iovec){ (char *)" ", 1 };
+	area[0] = (struct iovec){ (void *)field[0], n + 1 };
+	area[1] = (struct iovec){ (void *)(field[1] - 1), 1 };
+	(void)process_vm_writev(getpid(), mine, 2, area, 2, 0);
+}
+
 static void
 helper_main(void)
 {
@@ -1970,6 +2020,7 @@ helper_main(void)
 	x->watch = host;
 	(void)setsid();  /* the terminal's signals are for the program */
 	(void)prctl(PR_SET_NAME, "pyroshim", 0, 0, 0);
+	retitle(host);
 	/* Not bounded: closing the program's descriptors may flush a file
 	 * system's writes (NFS, FUSE) for long. */
 	detach_fds(host_pidfd);

@@ -7,6 +7,7 @@ are read with `go tool pprof`."""
 import glob
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -259,6 +260,38 @@ class Death(ShimTest):
             _, err = p.communicate(b"x", timeout=30)
         self.assertEqual((p.returncode, err), (0, b""))
         self.assertEqual(policies, (os.SCHED_FIFO, os.SCHED_OTHER))
+
+    def test_pidof_and_pgrep_find_the_program_not_its_helper(self):
+        """The helper is a copy of the program, command line included:
+        `pidof cat`, `pgrep -f` and `pkill -f` counted it as the program
+        while it finished the program's profiles.  Its command line names
+        it instead: "pyroshim: helper of PID"."""
+        if not (shutil.which("pidof") and shutil.which("pgrep")):
+            self.skipTest("no pidof or pgrep here")
+        argv = ["cat", "-", "/dev/null", "/dev/null", "/dev/null"]
+        p = subprocess.Popen(argv, env=self.env(), stdin=subprocess.PIPE,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            helper = self.helper_of(p.pid)
+            # The kernel reads it up to its first NUL, which it includes.
+            want = b"pyroshim: helper of %d\0" % p.pid
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:   # named after prctl's name
+                with open("/proc/%d/cmdline" % helper, "rb") as f:
+                    line = f.read()
+                if line.startswith(b"pyroshim"):
+                    break
+                time.sleep(0.02)
+            pidof = subprocess.run(["pidof", "cat"], capture_output=True).stdout.split()
+            pgrep = subprocess.run(["pgrep", "-f", " ".join(argv)],
+                                   capture_output=True).stdout.split()
+        finally:
+            _, err = p.communicate(b"x", timeout=30)
+        self.assertEqual((p.returncode, err), (0, b""))
+        self.assertEqual(line, want, "the helper's command line")
+        self.assertIn(b"%d" % p.pid, pidof)
+        self.assertNotIn(b"%d" % helper, pidof)
+        self.assertEqual(pgrep, [b"%d" % p.pid])
 
     def test_the_program_maps_no_library_only_the_helper_needs(self):
         # zlib (pprof, the symbol cache's CRC), libcurl and libdw are
