@@ -35,9 +35,13 @@ struct start {
 	int blocked; /* the creator's wish to block the shim's signal */
 };
 
-/* Counts the program's threads for the uploader (worker.h) and frees
- * their signal stacks (altstack.h): its destructor runs when a thread
- * ends, by return or by pthread_exit. */
+/* Counts the program's threads for the uploader (worker.h), stops their
+ * timers and frees their signal stacks (altstack.h): its destructor runs
+ * when a thread ends, by return or by pthread_exit.  Made once, by the
+ * constructor's ps_hook_thread_adopt (before the program's first thread,
+ * whose pthread_create orders the write before the new thread's reads),
+ * so that a program that takes every key later still has its threads'
+ * stacks freed; a thread never makes it. */
 static pthread_key_t host_key;
 static pthread_once_t host_once = PTHREAD_ONCE_INIT;
 static int host_key_ok;
@@ -46,6 +50,9 @@ static void
 host_thread_gone(void *unused)
 {
 	(void)unused;
+	/* The timer first: no sample lands on the thread once its signal
+	 * stack is gone. */
+	ps_sampler_thread_end();
 	ps_altstack_thread_end();
 	ps_process_host_thread(-1);
 }
@@ -74,11 +81,15 @@ trampoline(void *p)
 	free(p);
 	if (!s.shim) {
 		ps_sigvirt_adopt_thread(s.blocked);
-		ps_altstack_thread_start();
+		/* A signal stack only for a thread that may be sampled, and
+		 * that its end can free: host_key is the constructor's. */
+		if (host_key_ok && ps_sampler_started())
+			ps_altstack_thread_start();
 		ps_unwind_warm_thread();
 		ps_sampler_thread_start((void *)(uintptr_t)s.fn);
 		ps_process_host_thread(1);
-		ps_hook_thread_adopt();
+		if (host_key_ok)
+			(void)pthread_setspecific(host_key, (void *)1);
 	}
 	ps_guard_leave();
 	/* The start routine finds errno as without the shim: warming the
@@ -96,6 +107,12 @@ pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), vo
 
 	if (!real_pthread_create)
 		return EAGAIN;
+	/* A process the shim does not profile (PYROSCOPE_ENABLED=false, every
+	 * profile type off, a helper, a vfork child): the C library's thread,
+	 * untouched -- no unwinder loaded into the program, no signal stack,
+	 * no key taken from it. */
+	if (!ps_process_is_self())
+		return real_pthread_create(t, attr, fn, arg);
 	shim = ps_guard_held();
 	ps_guard_enter();
 	if (!shim) {

@@ -258,12 +258,24 @@ static void
 thread_gone(void *unused)
 {
 	(void)unused;
+	ps_sampler_thread_end();
+}
+
+void
+ps_sampler_thread_end(void)
+{
 	if (t_has_timer) {
 		timer_delete(t_timer);
 		t_has_timer = 0;
 		if (atomic_load(&armed))
 			end_sample(ps_clock_ns(CLOCK_THREAD_CPUTIME_ID));
 	}
+}
+
+int
+ps_sampler_started(void)
+{
+	return started;
 }
 
 void

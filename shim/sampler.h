@@ -43,6 +43,17 @@ uint64_t ps_sampler_grid(void);
  * Context: a new host thread, before its start routine. */
 void ps_sampler_thread_start(void *start);
 
+/* The calling thread ends: its timer deleted, the CPU since its last
+ * expiry recorded.  Called by the thread-end destructor that also frees
+ * its signal stack, first (hook_thread.c), and by the sampler's own key,
+ * where it then finds nothing to do.  Context: the thread itself. */
+void ps_sampler_thread_end(void);
+
+/* 1 once ps_sampler_start has installed the handler: the threads started
+ * from then on may be sampled, and need a signal stack.
+ * Context: any thread; set before the program's first thread. */
+int ps_sampler_started(void);
+
 /* Stop the timer (thread mode: the calling thread's) and consume any
  * sample already pending, so that an exec
  * cannot carry a profiling signal into an image with no handler; in

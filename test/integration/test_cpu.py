@@ -317,6 +317,46 @@ class HostUntouched(ShimTest):
         self.assertEqual(r.rc, 0)
         self.assertEqual(self.files(), [])
 
+    def test_a_shim_that_profiles_nothing_leaves_the_programs_threads_alone(self):
+        """With PYROSCOPE_ENABLED=false, or every profile type off, the
+        interposers still run, but a thread the program starts must be
+        the C library's alone.  It was not: each new thread got the
+        shim's 128 KiB signal stack (sigaltstack showed it), and the
+        first pthread_create loaded libunwind (and liblzma) into the
+        program.  A thread reports its sigaltstack; the program, whether
+        libunwind is mapped."""
+        code = "\n".join([
+            "import ctypes, threading",
+            "class S(ctypes.Structure):",
+            "    _fields_ = [('sp', ctypes.c_void_p), ('flags', ctypes.c_int),",
+            "                ('size', ctypes.c_size_t)]",
+            "libc = ctypes.CDLL(None)",
+            "got = []",
+            "def probe():",
+            "    s = S()",
+            "    got.append(libc.sigaltstack(None, ctypes.byref(s)))",
+            "    got.append((s.flags, s.size))",
+            "t = threading.Thread(target=probe)",
+            "t.start()",
+            "t.join()",
+            "print(got, 'libunwind' in open('/proc/self/maps').read())"])
+        off = {"PYROSCOPE_PROFILING_" + k + "_ENABLED": "false"
+               for k in ("CPU", "ALLOC", "BLOCK", "MUTEX")}
+        outs = {}
+        for name, env in (("none", clean_env(preload=False)),
+                          ("disabled", clean_env({"PYROSCOPE_OUTPUT_DIR": self.out,
+                                                  "PYROSCOPE_ENABLED": "false"})),
+                          ("types off", clean_env(dict(off, PYROSCOPE_OUTPUT_DIR=self.out))),
+                          ("profiling", clean_env({"PYROSCOPE_OUTPUT_DIR": self.out}))):
+            r = run(["/usr/bin/python3", "-c", code], env)
+            self.assertEqual((r.rc, r.err), (0, b""), name)
+            outs[name] = r.out
+        self.assertEqual(outs["none"], b"[0, (2, 0)] False\n")   # SS_DISABLE, no stack
+        self.assertEqual(outs["disabled"], outs["none"])
+        self.assertEqual(outs["types off"], outs["none"])
+        # Profiling, the thread has the shim's stack, and libunwind is there.
+        self.assertEqual(outs["profiling"], b"[0, (0, 131072)] True\n")
+
     def test_bad_configuration_prints_one_line_and_profiles_anyway(self):
         env = clean_env({"PYROSCOPE_OUTPUT_DIR": self.out, "PYROSCOPE_SAMPLE_RATE": "fast",
                          "PYROSCOPE_APPLICATION_NAME": "cfg"})
