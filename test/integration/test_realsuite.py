@@ -43,48 +43,44 @@ def cases(r):
     return "\n".join(found)[-6000:] or text[-3000:]
 
 
-def failed_ids(r, module):
-    """The ids of module's failing cases in a verbose run
-    (test.test_signal.SiginterruptTest.test_siginterrupt_on), for -m."""
-    text = (r.out + r.err).decode(errors="replace")
-    return sorted(set(m for m in re.findall(r"^(?:FAIL|ERROR): \S+ \((\S+)\)", text, re.M)
-                      if m.startswith("test.%s." % module)))
-
-
 @unittest.skipUnless(os.path.exists("/usr/lib/python3.11/test/test_threading.py") and
                      os.path.exists(PY),
                      "Debian's python3 regression tests are not installed "
                      "(apt-get install libpython3.11-testsuite)")
 class CPythonSuite(ShimTest):
     def failing(self, env):
-        """The modules with a case that fails three times in a row: in
-        the whole run, in a verbose run of its module, and alone.  CPython's
-        timing tests (test_signal's itimer and stress cases, its 1 s alarms)
-        can fail on a loaded machine with or without the shim, and a flake
-        of either run is not a difference; a case the shim breaks fails
-        every time.  Also returns what the verbose runs said of the cases
-        that failed, confirmed or not."""
+        """The modules that fail three times in a row: in the whole run,
+        then twice alone.  CPython's timing tests (test_signal's itimer and
+        stress cases, its 1 s alarms) can fail on a loaded machine with or
+        without the shim, and a flake of either run is not a difference;
+        a module the shim breaks fails every time.  A whole run that
+        stopped without its result (an interpreter crash) has every module
+        run alone.  A module alone fails if it says so, or its exit status
+        or missing result does.  Also returns what the runs alone said of
+        their failing cases."""
         r = run([PY, "-m", "test", "-q"] + IGNORE + MODULES, env, timeout=900, cwd=self.tmp)
         rc, bad, ok = summary(r)
         if rc == 0 and not bad and ok:
             return [], ""
+        if "Tests result:" not in (r.out + r.err).decode(errors="replace"):
+            bad = MODULES
         self.assertTrue(bad, "the suite failed without naming a test: rc %d: %s" %
                         (rc, (r.out + r.err)[-3000:]))
-        again = run([PY, "-m", "test", "-v"] + IGNORE + bad, env, timeout=900, cwd=self.tmp)
-        report = [cases(again)]
-        confirmed = set()
-        for module in summary(again)[1]:
-            ids = failed_ids(again, module)
-            if not ids:
-                confirmed.add(module)   # it failed as a whole (a crash, a hang)
-            for case in ids[:8]:
-                alone = run([PY, "-m", "test", "-v", "-m", case, module], env, timeout=900,
+        report, still = [], []
+        for module in bad:
+            for attempt in (1, 2):
+                alone = run([PY, "-m", "test", "-v"] + IGNORE + [module], env, timeout=900,
                             cwd=self.tmp)
-                still = module in summary(alone)[1]
-                if still:
-                    confirmed.add(module)
-                report.append("%s alone: %s" % (case, "failed again" if still else "passed"))
-        return sorted(confirmed), "\n".join(report)
+                rc, named, ok = summary(alone)
+                failed = rc != 0 or not ok or module in named
+                report.append("%s alone, run %d: %s\n%s" % (
+                    module, attempt, "failed" if failed else "passed",
+                    cases(alone) if failed else ""))
+                if not failed:
+                    break
+            else:
+                still.append(module)
+        return still, "\n".join(report)
 
     def test_same_results_with_and_without_the_shim(self):
         base, why = self.failing(clean_env(preload=False))
