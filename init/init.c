@@ -552,6 +552,7 @@ start(void)
 	if (!c->enabled ||
 	    (!c->cpu_enabled && !c->alloc_enabled && !c->block_enabled && !c->mutex_enabled)) {
 		say_config(c);
+		ps_process_setup(NULL, -1);
 		return;
 	}
 	ps_unwind_init();
@@ -568,6 +569,7 @@ start(void)
 		say_config(c);
 		ps_listen_drop();   /* no helper will serve it */
 		ps_warn("profiler not started: %s", strerror(-rc));
+		ps_process_setup(NULL, -1);
 		return;
 	} else {
 		ps_stacktab_publish(&g.st);
@@ -635,6 +637,6 @@ ps_fini(void)
 			 PS_ALTSTACK_SIZE);
 	ps_worker_flush(g.cfg.flush_timeout_ns, 1);
 	ps_bench_write(g.x.dir, g.x.app, (int)getpid());
-	ps_process_setup(&ops, 0);
+	ps_process_setup(&ops, -1);
 	ps_guard_leave();
 }

@@ -50,8 +50,10 @@ static void
 host_thread_gone(void *unused)
 {
 	(void)unused;
-	/* The timer first: no sample lands on the thread once its signal
-	 * stack is gone. */
+	/* Its own timer first (per-thread timers): it does not fire on the
+	 * thread once its signal stack is gone.  A process timer's sample
+	 * may still land there, and runs on the thread's own stack (the
+	 * stack is switched off before it is unmapped). */
 	ps_sampler_thread_end();
 	ps_altstack_thread_end();
 	ps_process_host_thread(-1);
@@ -83,7 +85,7 @@ trampoline(void *p)
 		ps_sigvirt_adopt_thread(s.blocked);
 		/* A signal stack only for a thread that may be sampled, and
 		 * that its end can free: host_key is the constructor's. */
-		if (host_key_ok && ps_sampler_started())
+		if (host_key_ok && ps_sampler_armed())
 			ps_altstack_thread_start();
 		ps_unwind_warm_thread();
 		ps_sampler_thread_start((void *)(uintptr_t)s.fn);
@@ -110,8 +112,10 @@ pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), vo
 	/* A process the shim does not profile (PYROSCOPE_ENABLED=false, every
 	 * profile type off, a helper, a vfork child): the C library's thread,
 	 * untouched -- no unwinder loaded into the program, no signal stack,
-	 * no key taken from it. */
-	if (!ps_process_is_self())
+	 * no key taken from it.  (A thread started before the constructor,
+	 * by another library's, still gets its stack bounds: the process
+	 * timer may sample it.) */
+	if (ps_process_unprofiled())
 		return real_pthread_create(t, attr, fn, arg);
 	shim = ps_guard_held();
 	ps_guard_enter();

@@ -23,7 +23,15 @@ ps_process_is_self(void)
 {
 	int pid = atomic_load(&self_pid);
 
-	return pid != 0 && pid == (int)getpid();
+	return pid > 0 && pid == (int)getpid();
+}
+
+int
+ps_process_unprofiled(void)
+{
+	int pid = atomic_load(&self_pid);
+
+	return pid < 0 || (pid > 0 && pid != (int)getpid());
 }
 
 /* Not in a vfork child (between vfork and exec, dash's way of running a

@@ -37,7 +37,10 @@ struct ps_process_ops {
 };
 
 /* Register the ops and mark the calling process as the profiled one (pid);
- * pid 0 marks the shim inactive.  Context: constructor, fork child. */
+ * pid -1 marks it as one the shim decided not to profile, or no longer
+ * profiles (its destructor ran).  Before the constructor decides (pid 0,
+ * the start: other libraries' constructors run first), neither holds.
+ * Context: constructor, fork child, destructor. */
 void ps_process_setup(const struct ps_process_ops *ops, int pid);
 
 /* 1 if the caller runs in the process the shim initialised (or in a fork
@@ -45,6 +48,13 @@ void ps_process_setup(const struct ps_process_ops *ops, int pid);
  * clone, where the shim must not touch shared state.
  * Context: any thread; async-signal-safe. */
 int ps_process_is_self(void) PS_SIGSAFE;
+/* 1 if the shim does not profile the calling process: the constructor
+ * decided so (PYROSCOPE_ENABLED=false, every profile type off, no tables),
+ * the destructor ran, or this is another process than the one it
+ * initialised (a helper, a vfork child).  The threads such a process
+ * starts are the C library's alone (hook_thread.c).
+ * Context: any thread. */
+int ps_process_unprofiled(void);
 
 /* The events; each forwards to its op when the shim is active here (wake:
  * and in this process, not in a vfork child sharing its memory). */

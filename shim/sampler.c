@@ -273,9 +273,9 @@ ps_sampler_thread_end(void)
 }
 
 int
-ps_sampler_started(void)
+ps_sampler_armed(void)
 {
-	return started;
+	return started && atomic_load(&armed);
 }
 
 void

@@ -49,10 +49,11 @@ void ps_sampler_thread_start(void *start);
  * where it then finds nothing to do.  Context: the thread itself. */
 void ps_sampler_thread_end(void);
 
-/* 1 once ps_sampler_start has installed the handler: the threads started
- * from then on may be sampled, and need a signal stack.
- * Context: any thread; set before the program's first thread. */
-int ps_sampler_started(void);
+/* 1 while the sampler is started and armed: a thread started now may be
+ * sampled, and needs a signal stack.  0 before, after a start that
+ * failed, and once profiling is off (profiling_off, the destructor).
+ * Context: any thread. */
+int ps_sampler_armed(void);
 
 /* Stop the timer (thread mode: the calling thread's) and consume any
  * sample already pending, so that an exec
