@@ -1975,8 +1975,8 @@ retitle(pid_t of)
 	len = field[1] - field[0];
 	at = ps_cat(title, sizeof(title), 0, "pyroshim: helper of ");
 	n = ps_cat_u(title, sizeof(title), at, (unsigned long)of);
-	if (n > len - 2)   /* the name alone, cut to the area */
-		n = 8 < len - 2 ? 8 : len - 2;
+	if (n > len - 2)   /* the title's first word alone, cut to the area */
+		n = sizeof("pyroshim") - 1 < len - 2 ? sizeof("pyroshim") - 1 : len - 2;
 	title[n] = '\0';
 	mine[0] = (struct iovec){ title, n + 1 };
 	mine[1] = (struct iovec){ (char *)" ", 1 };
