@@ -199,7 +199,39 @@ conn_main(void *arg)
 	return NULL;
 }
 
-/* Over the connection bound: a short 503 without a thread, then close. */
+/* Connections told 503, their request still to be read before they are
+ * closed (closing with it unread would reset the connection, and the
+ * client could lose the answer): drained by the acceptor's poll, each for
+ * REFUSED_MS at most.  Waiting for one in turn held the acceptor 100 ms
+ * per client that sent nothing, and every connection behind it.  The
+ * acceptor's alone. */
+#define NREFUSED 16
+#define REFUSED_MS 100
+static struct {
+	int fd;
+	uint64_t until;
+} refused[NREFUSED];
+static int nrefused;
+
+/* Read what refused connection i sent (its request); close it once the
+ * client sent it all, left, or its time is up. */
+static void
+refused_drain(int i, uint64_t now)
+{
+	char sink[1024];
+	ssize_t n;
+
+	while ((n = recv(refused[i].fd, sink, sizeof(sink), MSG_DONTWAIT)) > 0)
+		;
+	if (n == 0 || (errno != EAGAIN && errno != EINTR) || now >= refused[i].until) {
+		close(refused[i].fd);
+		refused[i] = refused[--nrefused];
+	}
+}
+
+/* Over the connection bound: a short 503 without a thread; closed once
+ * its request is read (refused_drain).  With every place taken, the
+ * oldest is closed now. */
 static void
 refuse(int c)
 {
@@ -208,18 +240,17 @@ refuse(int c)
 		"X-Content-Type-Options: nosniff\r\nRetry-After: 1\r\nContent-Length: 24\r\n"
 		"Connection: close\r\n\r\ntoo many connections: 8\n";
 
-	char sink[1024];
-	struct pollfd p = { .fd = c, .events = POLLIN };
-
 	(void)send(c, busy, sizeof(busy) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
 	(void)shutdown(c, SHUT_WR);
-	/* Closing with the request unread would reset the connection, and
-	 * the client could lose the answer: read it if it comes at once (on
-	 * loopback it is there already), never waiting more than 100 ms. */
-	if (poll(&p, 1, 100) > 0)
-		while (recv(c, sink, sizeof(sink), MSG_DONTWAIT) > 0)
-			;
-	close(c);
+	if (nrefused == NREFUSED) {
+		close(refused[0].fd);
+		refused[0] = refused[--nrefused];
+	}
+	refused[nrefused].fd = c;
+	refused[nrefused].until = ps_clock_ns(CLOCK_MONOTONIC) + REFUSED_MS * 1000000ull;
+	nrefused++;
+	/* On loopback the request is there already. */
+	refused_drain(nrefused - 1, 0);
 }
 
 static void
@@ -338,10 +369,11 @@ static void *
 acceptor(void *arg)
 {
 	struct timespec pause = { 0, 100 * 1000000L };
-	struct pollfd p = { .events = POLLIN };
+	struct pollfd p[1 + NREFUSED];
 	pthread_attr_t attr;
 	const char *why = "the program that listened is gone";
-	int c;
+	uint64_t now;
+	int c, i, n;
 
 	(void)arg;
 	ps_guard_enter();
@@ -363,8 +395,20 @@ acceptor(void *arg)
 	 * descriptor that is no longer the listening socket is seen before
 	 * anything is accepted on it. */
 	while (!atomic_load(&stopping)) {
-		p.fd = lfd;
-		if (poll(&p, 1, STOP_POLL_MS) <= 0)
+		p[0].fd = lfd;
+		p[0].events = POLLIN;
+		for (i = 0; i < nrefused; i++) {
+			p[1 + i].fd = refused[i].fd;
+			p[1 + i].events = POLLIN;
+		}
+		n = nrefused;
+		c = poll(p, (nfds_t)(1 + n), nrefused ? REFUSED_MS / 4 : STOP_POLL_MS);
+		/* From the last: draining one moves the last into its place. */
+		now = ps_clock_ns(CLOCK_MONOTONIC);
+		for (i = n - 1; i >= 0; i--)
+			if (p[1 + i].revents || now >= refused[i].until)
+				refused_drain(i, now);
+		if (c <= 0 || !p[0].revents)
 			continue;
 		if (!ours()) {
 			why = "the program closed its descriptor";
@@ -382,6 +426,8 @@ acceptor(void *arg)
 	if (lfd >= 0)
 		close(lfd);
 	lfd = -1;
+	while (nrefused > 0)
+		refused_drain(nrefused - 1, UINT64_MAX);
 	pthread_attr_destroy(&attr);
 	ps_serve_end();
 	ps_info("no longer serving /debug/pprof/ on %s: %s", addr_text, why);

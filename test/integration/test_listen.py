@@ -440,6 +440,17 @@ class BadRequests(ListenTest):
             self.fail("flood answered %s; /cmdline %r; sockets:\n%s" % (
                 flood, http_get(self.port, "/debug/pprof/cmdline")[2], seen))
         self.assertLess(time.monotonic() - t0, 5, "refusals must not wait")
+        # Nor for clients that connect and send nothing: each held the
+        # acceptor 100 ms (its request awaited before the close), and
+        # whoever came after them: 40 of them, 4 s.
+        idle = [socket.create_connection(("127.0.0.1", self.port), timeout=10) for _ in range(40)]
+        t0 = time.monotonic()
+        status = http_get(self.port, "/debug/pprof/heap", timeout=10)[0]
+        waited = time.monotonic() - t0
+        for s in idle:
+            s.close()
+        self.assertEqual(status, 503)
+        self.assertLess(waited, 1.5, "a refusal waited behind clients that send nothing")
         # The slow ones are answered 408 once their 5 s are up.
         for s in slow:
             data = recv_all(s)
