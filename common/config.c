@@ -13,6 +13,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/hash.h"
 #include "common/log.h"
 #include "common/text.h"
 
@@ -533,6 +534,26 @@ config_said(struct ps_config *c, ps_getenv_fn get)
 	}
 }
 
+/* PYROSHIM_PPROF: 16 hex digits, set by the program that started the
+ * tree (init.c).  Anything else is none: it is ours, and the old way
+ * (listen if the port is free) is the safe side. */
+static void
+tree_pprof(struct ps_config *c, ps_getenv_fn get)
+{
+	const char *v = get("PYROSHIM_PPROF");
+
+	c->tree_pprof = v && strspn(v, "0123456789abcdef") == 16 && !v[16] ?
+			strtoull(v, NULL, 16) : 0;
+}
+
+uint64_t
+ps_config_digest(const char *s)
+{
+	uint64_t h = ps_hash_bytes(s, strlen(s));
+
+	return h ? h : 1;   /* 0 is none */
+}
+
 /* The symbol cache's directory: $XDG_CACHE_HOME/pyroshim, else
  * $HOME/.cache/pyroshim (the XDG base directory rules: a relative
  * XDG_CACHE_HOME is ignored); none without either. */
@@ -616,6 +637,7 @@ ps_config_load(struct ps_config *c, ps_getenv_fn get, const char *exe)
 	debuginfod(c, get);
 	bad += tree_helper(c, get);
 	config_said(c, get);
+	tree_pprof(c, get);
 	bad += otel_rules(c, get);
 	return bad;
 }

@@ -59,6 +59,10 @@ struct ps_config {
 	unsigned nconfig_said;         /* PYROSHIM_SAID: the digests of the configuration
 					* lines the tree's processes printed (common/log.h) */
 	uint64_t config_said[PS_CONFIG_SAID_MAX];
+	uint64_t tree_pprof;           /* PYROSHIM_PPROF: the digest (ps_config_digest) of
+					* the PYROSCOPE_PPROF_ADDRESS of the program that
+					* started this process's tree, which listens on
+					* it; 0 = none */
 	/* Strings.  Upload ones are validated by uploader/upload.c. */
 	char tree_helper[64];          /* PYROSHIM_HELPER: the socket of the helper of the
 					* process tree this process belongs to, set by the
@@ -101,6 +105,10 @@ typedef const char *(*ps_getenv_fn)(const char *name);
  * Returns the number of invalid values that were reported and replaced.
  * Context: constructor (single thread); does not allocate. */
 int ps_config_load(struct ps_config *c, ps_getenv_fn get, const char *exe);
+
+/* A string's digest, never 0: what PYROSHIM_PPROF holds of an address.
+ * Context: any thread. */
+uint64_t ps_config_digest(const char *s);
 
 /* url as it may be printed: user-info ("user:password@") replaced by
  * "***@", control characters by '?', at most 80 bytes and "...".

@@ -493,10 +493,24 @@ first_record(void)
 	errno = saved;
 }
 
+/* d as PYROSHIM_PPROF holds it: 16 hex digits into out[17]. */
+static const char *
+hex16(uint64_t d, char *out)
+{
+	uint8_t b[8];
+	int i;
+
+	for (i = 0; i < 8; i++)
+		b[i] = (uint8_t)(d >> (56 - 8 * i));
+	ps_hex_encode(b, sizeof(b), out);
+	return out;
+}
+
 static void
 start_export(struct ps_config *c)
 {
 	struct ps_export *x = &g.x;
+	char digest[17];
 	int rc;
 
 	/* g is zero (static; once per image): not cleared, which would fault
@@ -532,10 +546,17 @@ start_export(struct ps_config *c)
 		ps_listen_drop();   /* no helper will serve it */
 		ps_warn("uploader not started: profiles are written at exit only");
 	}
-	/* Children join this process's tree: the one it joined or leads. */
-	if (strcmp(ps_worker_tree(), c->tree_helper) &&
-	    env_set("PYROSHIM_HELPER", ps_worker_tree()[0] ? ps_worker_tree() : NULL))
-		ps_debug("could not export PYROSHIM_HELPER");
+	/* Children join this process's tree: the one it joined or leads.
+	 * A tree's first program says which address is its: the children
+	 * that inherit the same one do not listen. */
+	if (strcmp(ps_worker_tree(), c->tree_helper)) {
+		if (env_set("PYROSHIM_HELPER", ps_worker_tree()[0] ? ps_worker_tree() : NULL))
+			ps_debug("could not export PYROSHIM_HELPER");
+		if (ps_worker_tree()[0] && c->pprof_address[0] ?
+		    env_set("PYROSHIM_PPROF", hex16(ps_config_digest(c->pprof_address), digest)) :
+		    c->tree_pprof && env_set("PYROSHIM_PPROF", NULL))
+			ps_debug("could not export PYROSHIM_PPROF");
+	}
 }
 
 static void
@@ -558,8 +579,13 @@ start(void)
 	ps_unwind_init();
 	/* Before the tree is looked at: a program that holds the address
 	 * serves /debug/pprof itself; one of a tree that finds it in use
-	 * joins (ps_worker_defer). */
-	if (ps_listen_configure(c->pprof_address) == 0)
+	 * joins (ps_worker_defer).  One that inherited its tree's address
+	 * never tries: in the gap of an exec of the tree's first program,
+	 * the port is free for its next image. */
+	if (ps_worker_pprof_theirs(c))
+		ps_info("PYROSCOPE_PPROF_ADDRESS=%s: the program that started this process's "
+			"tree listens on it; this program does not", c->pprof_address);
+	else if (ps_listen_configure(c->pprof_address) == 0)
 		ps_listen_bind();
 	deferred = ps_worker_defer(c);
 	if (deferred) {

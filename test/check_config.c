@@ -581,6 +581,30 @@ START_TEST(config_said_reads_the_digests_up_to_the_first_that_is_not_one)
 }
 END_TEST
 
+START_TEST(config_tree_pprof_is_a_digest_or_none)
+{
+	struct ps_config c;
+	char err[256];
+
+	set("PYROSHIM_PPROF", "0123456789abcdef");
+	ck_assert_int_eq(load(&c, err, sizeof(err)), 0);
+	ck_assert_str_eq(err, "");
+	ck_assert_uint_eq(c.tree_pprof, 0x0123456789abcdefull);
+	/* Ours: anything else is none, silently. */
+	set("PYROSHIM_PPROF", "0123456789ABCDEF");
+	ck_assert_int_eq(load(&c, err, sizeof(err)), 0);
+	ck_assert_str_eq(err, "");
+	ck_assert_uint_eq(c.tree_pprof, 0);
+	set("PYROSHIM_PPROF", "0123456789abcdef0");
+	load(&c, err, sizeof(err));
+	ck_assert_uint_eq(c.tree_pprof, 0);
+	/* The digest of an address is never none, and tells addresses apart. */
+	ck_assert_uint_ne(ps_config_digest("127.0.0.1:6060"), 0);
+	ck_assert_uint_ne(ps_config_digest("127.0.0.1:6060"), ps_config_digest("127.0.0.1:6061"));
+	ck_assert_uint_eq(ps_config_digest("127.0.0.1:6060"), ps_config_digest("127.0.0.1:6060"));
+}
+END_TEST
+
 int
 main(void)
 {
@@ -609,6 +633,7 @@ main(void)
 	tcase_add_test(tc, log_is_silent_below_its_level);
 	tcase_add_test(tc, log_config_lines_said_by_the_tree_are_not_said_again);
 	tcase_add_test(tc, config_said_reads_the_digests_up_to_the_first_that_is_not_one);
+	tcase_add_test(tc, config_tree_pprof_is_a_digest_or_none);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

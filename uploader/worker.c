@@ -2640,6 +2640,13 @@ leads(const char *name)
 	return end != name + 9 && *end == '-' && pid == getpid();
 }
 
+int
+ps_worker_pprof_theirs(const struct ps_config *cfg)
+{
+	return cfg->tree_helper[0] && cfg->pprof_address[0] && !leads(cfg->tree_helper) &&
+	       cfg->tree_pprof == ps_config_digest(cfg->pprof_address);
+}
+
 /* 1 if this program serves /debug/pprof itself, which only a helper of
  * its own can: it holds the address, or it is an exec'd image of the
  * tree's leader, whose old helper holds it until it finds the old image

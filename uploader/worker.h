@@ -84,6 +84,13 @@ void ps_worker_join_deferred(int made) PS_SIGSAFE;
  * constructor, after ps_worker_start. */
 const char *ps_worker_tree(void);
 
+/* 1 if /debug/pprof on cfg's address is its tree's: the program that
+ * started the tree (PYROSHIM_PPROF) listens on the same one, and this is
+ * another process.  Such a program never listens, even on a free port
+ * (its tree's first program lets go of it at an exec, for its next
+ * image).  Context: constructor. */
+int ps_worker_pprof_theirs(const struct ps_config *cfg);
+
 /* 1 if the uploader is a helper process (0: a thread, or not started). */
 int ps_worker_is_helper(void);
 

@@ -696,11 +696,67 @@ class BadRequests(ListenTest):
         self.assertEqual((p.returncode, out, err), (3, b"scrape_target: 1 threads, 1 MiB live\n",
                                                      b""))
 
+    def test_a_program_of_the_tree_never_takes_its_first_programs_port(self):
+        """Only the program started with the variable listens.  A program
+        its tree executes that inherits the same address did not listen
+        when it found the port taken, and took it when it was free: in the
+        gap of an exec of the tree's first program (its old helper lets go,
+        its new image's helper retries every 100 ms), a background child
+        exec'd then took the port, and the new image went without (2 runs
+        of 5 of a reviewer's script).  Here the gap is made long: bash
+        execs `env` (which listens, as the same process), and `env` the
+        target without the variable; bash's background child execs the
+        target 1.5 s later, the port long free.  The old build's child
+        listened; now nothing does, and the info log says why.  A child
+        given an address of its own still listens (the tree's first
+        program's address, not any, is its)."""
+        log = os.path.join(self.tmp, "log")
+        own = free_port()
+        env = clean_env({"PYROSCOPE_PPROF_ADDRESS": "127.0.0.1:%d" % self.port,
+                         "PYROSCOPE_OUTPUT_DIR": self.out, "PYROSCOPE_LOG_LEVEL": "info",
+                         "PYROSCOPE_LOG_FILE": log})
+        script = ('(sleep 1.5; exec "$@") & '
+                  '(sleep 1.5; PYROSCOPE_PPROF_ADDRESS=127.0.0.1:%d exec "$@" ) & '
+                  'exec env -u PYROSCOPE_PPROF_ADDRESS "$@"' % own)
+        argv = [TARGET, "1", "1", self.stop_file, "60"]
+        p = subprocess.Popen(["bash", "-c", script, "bash"] + argv, env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             stdin=subprocess.DEVNULL)
+        self.procs.append(p)
+        # Both targets ready (each writes the file), and the one with an
+        # address of its own listening there.
+        deadline = time.monotonic() + 15
+        while not os.path.exists(self.stop_file + ".ready"):
+            self.assertLess(time.monotonic(), deadline, "the targets never got ready")
+            time.sleep(0.02)
+        self.wait_listening(p, own)
+        time.sleep(0.5)   # a helper's retries would have taken the port by now
+        with self.assertRaises(ConnectionRefusedError):
+            socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+        status, _, body = http_get(own, "/debug/pprof/cmdline")
+        with open(self.stop_file, "w"):
+            pass
+        out, err = p.communicate(timeout=30)
+        self.assertEqual((p.returncode, err), (3, b""))
+        self.assertEqual((status, body), (200, b"\x00".join(a.encode() for a in argv)))
+        with open(log) as f:
+            text = f.read()
+        # Said by each program that inherited it (the sleeps too), the
+        # target among them.
+        said = set(re.findall(
+            r"pyroshim\[(\d+)\]: info: PYROSCOPE_PPROF_ADDRESS=127\.0\.0\.1:%d: the program "
+            r"that started this process's tree listens on it; this program does not" % self.port,
+            text))
+        targets = set(re.findall(r"pyroshim\[(\d+)\]: info: profiling scrape_target", text))
+        self.assertEqual(len(targets), 3, text)
+        self.assertEqual(len(targets & said), 1, text)
+        self.assertNotIn("Address already in use", text)
+
     def test_a_fork_child_does_not_take_the_port_and_programs_run_join_the_tree(self):
         # The fork child of sh -c (a subshell running the target) keeps
         # the shim: only the process started with the variable listens, so
         # the profile served comes from it, never from the child.  The two
-        # exec'd targets find the port taken: they do not listen, say so in
+        # exec'd targets inherit sh's address: they do not listen, say so in
         # the info log (nothing on stderr), and join sh's tree: their
         # profiles are in its files, named by sh's pid, not in their own.
         log = os.path.join(self.tmp, "tree.log")
@@ -725,8 +781,9 @@ class BadRequests(ListenTest):
         self.assertEqual((out, err), (b"scrape_target: 1 threads, 1 MiB live\n" * 2, b""))
         with open(log) as f:
             text = f.read()
-        self.assertEqual(len(re.findall(r"PYROSCOPE_PPROF_ADDRESS is in use .*: this program "
-                                        r"does not listen, and joins the tree", text)), 2, text)
+        self.assertEqual(len(re.findall(r"PYROSCOPE_PPROF_ADDRESS=127\.0\.0\.1:%d: the program "
+                                        r"that started this process's tree listens on it; this "
+                                        r"program does not" % self.port, text)), 2, text)
         self.assertNotIn("Address already in use", text)
         self.assertEqual(text.count("helper process started"), 1, text)
         own = {f.split(".")[1] for f in os.listdir(self.out) if f.startswith("scrape_target.")}

@@ -53,7 +53,7 @@ import time
 import unittest
 
 from common import PROG, SHIM, ShimTest, clean_env, run
-from test_upload import UploadTest
+from test_upload import UploadTest, free_port
 
 PROBE = os.path.join(PROG, "sec_probe")
 NOBODY = 65534
@@ -533,6 +533,12 @@ class ChildEnvironment(SecretTest):
         # An absolute directory is not rewritten; no correlation, no trace.
         self.assert_only_documented_changes(
             dict(secret_vars, PYROSCOPE_OUTPUT_DIR=self.out), ["PYROSHIM_HELPER"])
+        # A /debug/pprof address: the tree's is said, as a digest.
+        got = self.assert_only_documented_changes(
+            dict(secret_vars, PYROSCOPE_OUTPUT_DIR=self.out,
+                 PYROSCOPE_PPROF_ADDRESS="127.0.0.1:%d" % free_port()),
+            ["PYROSHIM_HELPER", "PYROSHIM_PPROF"])
+        self.assertRegex(got["PYROSHIM_PPROF"], r"^[0-9a-f]{16}$")
         # A server with every secret, a caller's trace context: only the
         # span handed to the children changes.
         peer = self.peer()
