@@ -397,9 +397,11 @@ acceptor(void *arg)
 	while (!atomic_load(&stopping)) {
 		p[0].fd = lfd;
 		p[0].events = POLLIN;
+		p[0].revents = 0;
 		for (i = 0; i < nrefused; i++) {
 			p[1 + i].fd = refused[i].fd;
 			p[1 + i].events = POLLIN;
+			p[1 + i].revents = 0;   /* as they are if poll fails */
 		}
 		n = nrefused;
 		c = poll(p, (nfds_t)(1 + n), nrefused ? REFUSED_MS / 4 : STOP_POLL_MS);
