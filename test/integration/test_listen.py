@@ -730,7 +730,16 @@ class BadRequests(ListenTest):
             self.assertLess(time.monotonic(), deadline, "the targets never got ready")
             time.sleep(0.02)
         self.wait_listening(p, own)
-        time.sleep(0.5)   # a helper's retries would have taken the port by now
+        # All three targets started (the leader's, and both children),
+        # then half a second: a helper's retries would have taken the
+        # port by then.
+        while True:
+            with open(log) as f:
+                if len(re.findall(r"info: profiling scrape_target", f.read())) >= 3:
+                    break
+            self.assertLess(time.monotonic(), deadline, "the children never started")
+            time.sleep(0.05)
+        time.sleep(0.5)
         with self.assertRaises(ConnectionRefusedError):
             socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
         status, _, body = http_get(own, "/debug/pprof/cmdline")
