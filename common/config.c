@@ -517,6 +517,19 @@ tree_helper(struct ps_config *c, ps_getenv_fn get)
 	return 1;
 }
 
+/* 1 if v begins with a digest (16 lowercase hex digits, as ps_cat_x64
+ * writes it), then in *out. */
+static int
+digest_at(const char *v, uint64_t *out)
+{
+	if (!v || strspn(v, "0123456789abcdef") < 16)
+		return 0;
+	*out = 0;
+	for (int i = 0; i < 16; i++)
+		*out = *out << 4 | (uint64_t)ps_hexval(v[i]);
+	return 1;
+}
+
 /* PYROSHIM_SAID: up to PS_CONFIG_SAID_MAX digests of 16 hex digits,
  * separated by commas, set by the processes of the tree that printed
  * configuration lines (init.c).  Read up to the first that is not one:
@@ -527,9 +540,9 @@ config_said(struct ps_config *c, ps_getenv_fn get)
 	const char *v = get("PYROSHIM_SAID");
 
 	c->nconfig_said = 0;
-	while (v && c->nconfig_said < PS_CONFIG_SAID_MAX &&
-	       strspn(v, "0123456789abcdef") == 16 && (v[16] == ',' || !v[16])) {
-		c->config_said[c->nconfig_said++] = strtoull(v, NULL, 16);
+	while (c->nconfig_said < PS_CONFIG_SAID_MAX &&
+	       digest_at(v, &c->config_said[c->nconfig_said]) && (v[16] == ',' || !v[16])) {
+		c->nconfig_said++;
 		v = v[16] ? v + 17 : NULL;
 	}
 }
@@ -542,8 +555,8 @@ tree_pprof(struct ps_config *c, ps_getenv_fn get)
 {
 	const char *v = get("PYROSHIM_PPROF");
 
-	c->tree_pprof = v && strspn(v, "0123456789abcdef") == 16 && !v[16] ?
-			strtoull(v, NULL, 16) : 0;
+	if (!digest_at(v, &c->tree_pprof) || v[16])
+		c->tree_pprof = 0;
 }
 
 uint64_t

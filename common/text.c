@@ -41,6 +41,18 @@ ps_cat_u(char *dst, size_t len, size_t at, unsigned long v)
 	return ps_cat(dst, len, at, p);
 }
 
+size_t
+ps_cat_x64(char *dst, size_t len, size_t at, uint64_t v)
+{
+	char d[17];
+	int i;
+
+	for (i = 15; i >= 0; i--, v >>= 4)
+		d[i] = "0123456789abcdef"[v & 15];
+	d[16] = '\0';
+	return ps_cat(dst, len, at, d);
+}
+
 int
 ps_is_tchar(char c)
 {

@@ -9,6 +9,7 @@
 #define PS_TEXT_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include "common/ps.h"
 
 /* The value of a hex digit, either case, or -1. */
@@ -25,6 +26,10 @@ size_t ps_cat(char *dst, size_t len, size_t at, const char *src);
 
 /* The same for v in decimal. */
 size_t ps_cat_u(char *dst, size_t len, size_t at, unsigned long v);
+
+/* The same for v as 16 lowercase hex digits (a digest in PYROSHIM_SAID
+ * and PYROSHIM_PPROF). */
+size_t ps_cat_x64(char *dst, size_t len, size_t at, uint64_t v);
 
 /* RFC 9110 tchar: the characters of an HTTP token (a header name). */
 int ps_is_tchar(char c);

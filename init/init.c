@@ -146,8 +146,8 @@ say_config(const struct ps_config *c)
 	for (i = 0; i < c->nconfig_said && n < PS_CONFIG_SAID_MAX; i++)
 		said[n++] = c->config_said[i];
 	for (i = k = 0; i < n; i++)
-		k += (size_t)snprintf(list + k, sizeof(list) - k, "%s%016llx", i ? "," : "",
-				      (unsigned long long)said[i]);
+		k = ps_cat_x64(list, sizeof(list), i ? ps_cat(list, sizeof(list), k, ",") : k,
+			       said[i]);
 	if (env_set("PYROSHIM_SAID", list))
 		ps_debug("could not export PYROSHIM_SAID");
 }
@@ -493,19 +493,6 @@ first_record(void)
 	errno = saved;
 }
 
-/* d as PYROSHIM_PPROF holds it: 16 hex digits into out[17]. */
-static const char *
-hex16(uint64_t d, char *out)
-{
-	uint8_t b[8];
-	int i;
-
-	for (i = 0; i < 8; i++)
-		b[i] = (uint8_t)(d >> (56 - 8 * i));
-	ps_hex_encode(b, sizeof(b), out);
-	return out;
-}
-
 static void
 start_export(struct ps_config *c)
 {
@@ -552,9 +539,12 @@ start_export(struct ps_config *c)
 	if (strcmp(ps_worker_tree(), c->tree_helper)) {
 		if (env_set("PYROSHIM_HELPER", ps_worker_tree()[0] ? ps_worker_tree() : NULL))
 			ps_debug("could not export PYROSHIM_HELPER");
-		if (ps_worker_tree()[0] && c->pprof_address[0] ?
-		    env_set("PYROSHIM_PPROF", hex16(ps_config_digest(c->pprof_address), digest)) :
-		    c->tree_pprof && env_set("PYROSHIM_PPROF", NULL))
+		digest[0] = '\0';
+		if (ps_worker_tree()[0] && c->pprof_address[0])
+			(void)ps_cat_x64(digest, sizeof(digest), 0,
+					 ps_config_digest(c->pprof_address));
+		if ((digest[0] || c->tree_pprof) &&
+		    env_set("PYROSHIM_PPROF", digest[0] ? digest : NULL))
 			ps_debug("could not export PYROSHIM_PPROF");
 	}
 }

@@ -41,6 +41,17 @@ START_TEST(cat_builds_what_snprintf_would_and_says_when_it_did_not_fit)
 	ck_assert_str_eq(b, "0");
 	ck_assert_uint_eq(ps_cat(b, sizeof(b), 0, ""), 0);
 	ck_assert_str_eq(b, "");
+	/* A digest: always 16 digits, leading zeros kept. */
+	{
+		char d[17];
+
+		ck_assert_uint_eq(ps_cat_x64(d, sizeof(d), 0, 0x0123456789abcdefull), 16);
+		ck_assert_str_eq(d, "0123456789abcdef");
+		ck_assert_uint_eq(ps_cat_x64(d, sizeof(d), 0, 0xff), 16);
+		ck_assert_str_eq(d, "00000000000000ff");
+		ck_assert_uint_eq(ps_cat_x64(b, sizeof(b), 0, ~0ull), 16);
+		ck_assert_str_eq(b, "fffffff");   /* cut to fit */
+	}
 }
 END_TEST
 
