@@ -213,6 +213,14 @@ static struct {
 } refused[NREFUSED];
 static int nrefused;
 
+/* Close refused connection i; the last takes its place. */
+static void
+refused_close(int i)
+{
+	close(refused[i].fd);
+	refused[i] = refused[--nrefused];
+}
+
 /* Read what refused connection i sent (its request); close it once the
  * client sent it all, left, or its time is up. */
 static void
@@ -223,10 +231,8 @@ refused_drain(int i, uint64_t now)
 
 	while ((n = recv(refused[i].fd, sink, sizeof(sink), MSG_DONTWAIT)) > 0)
 		;
-	if (n == 0 || (errno != EAGAIN && errno != EINTR) || now >= refused[i].until) {
-		close(refused[i].fd);
-		refused[i] = refused[--nrefused];
-	}
+	if (n == 0 || (errno != EAGAIN && errno != EINTR) || now >= refused[i].until)
+		refused_close(i);
 }
 
 /* Over the connection bound: a short 503 without a thread; closed once
@@ -239,12 +245,16 @@ refuse(int c)
 		"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
 		"X-Content-Type-Options: nosniff\r\nRetry-After: 1\r\nContent-Length: 24\r\n"
 		"Connection: close\r\n\r\ntoo many connections: 8\n";
+	int i, old;
 
 	(void)send(c, busy, sizeof(busy) - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
 	(void)shutdown(c, SHUT_WR);
 	if (nrefused == NREFUSED) {
-		close(refused[0].fd);
-		refused[0] = refused[--nrefused];
+		/* The oldest: the places are not in order (refused_close). */
+		for (i = 1, old = 0; i < nrefused; i++)
+			if (refused[i].until < refused[old].until)
+				old = i;
+		refused_close(old);
 	}
 	refused[nrefused].fd = c;
 	refused[nrefused].until = ps_clock_ns(CLOCK_MONOTONIC) + REFUSED_MS * 1000000ull;
@@ -429,7 +439,7 @@ acceptor(void *arg)
 		close(lfd);
 	lfd = -1;
 	while (nrefused > 0)
-		refused_drain(nrefused - 1, UINT64_MAX);
+		refused_close(nrefused - 1);
 	pthread_attr_destroy(&attr);
 	ps_serve_end();
 	ps_info("no longer serving /debug/pprof/ on %s: %s", addr_text, why);
