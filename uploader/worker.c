@@ -1313,6 +1313,12 @@ save_symbols(struct session *s, int final)
 	int last = final && s->root && !loop_busy();
 	uint64_t t0 = ps_clock_ns(CLOCK_MONOTONIC), spent;
 
+	/* The walk has a bound of its own, after the last pass's (watchdog()):
+	 * a pass that took most of that must not end the helper in the
+	 * walk, before the cache is written.  Only in a helper (a pidfd): in
+	 * thread mode the alarm is the program's. */
+	if (last && s->pidfd >= 0)
+		watchdog_after((unsigned)(walk_left / 1000000000ull) + 5);
 	ps_export_save_symbols(s->x, final, last ? walk_left : CACHE_FILL_NS,
 			       last ? loop_busy : NULL);
 	spent = ps_clock_ns(CLOCK_MONOTONIC) - t0;
