@@ -254,6 +254,8 @@ struct session {
 	unsigned long ctl_inode;    /* tells when its image is gone after an exec */
 	uint64_t gone_at;           /* when it was found gone (CLOCK_MONOTONIC) */
 	int killed;                 /* taken once dead, without a word (no pidfd) */
+	int final_asked;            /* its last pass was asked for before the
+				     * loop's look at the dead (loop()) */
 	uint64_t next_look;         /* when its maps may be read again */
 	const char *argv[MAX_ARGS + 1];
 	/* A joined program's (mmap'ed by the accepting thread, which does
@@ -1339,6 +1341,24 @@ successor(const struct session *s)
 	return 0;
 }
 
+/* After session s's pass for request req: a leader that stopped waiting
+ * (its flush timeout) before its pass was done is told of in the info
+ * log, since the files its caller found at its end were not all of them;
+ * they are whole when the helper ends.  (A deadline of 0: it did not
+ * wait, having nothing to write; other programs of a tree never wait.) */
+static void
+late(const struct session *s, int req)
+{
+	uint64_t now = ps_clock_ns(CLOCK_MONOTONIC), deadline = atomic_load(&s->c->deadline);
+
+	if (s->root && deadline && now > deadline)
+		ps_info("uploader: pid %d's last pass (%s) ended %llu ms after it stopped "
+			"waiting (PYROSCOPE_FLUSH_TIMEOUT): its files were written after its %s",
+			(int)s->pid, req == REQ_FINAL ? "exit" : "exec",
+			(unsigned long long)((now - deadline) / 1000000),
+			req == REQ_FINAL ? "exit" : "exec");
+}
+
 /* What session s asked for, or its program's end: 1 once it is over. */
 static int
 serve(struct session *s, uint64_t now)
@@ -1348,8 +1368,13 @@ serve(struct session *s, uint64_t now)
 
 	/* The leader's last pass writes every file of the tree: not while a
 	 * program's tables are on their way (one that ended without waiting
-	 * is drained first), for a second at most: the leader waits. */
-	if (s->root && atomic_load(&k->req) == REQ_FINAL && hands_awaited(HAND_WAIT_NS))
+	 * is drained first), for a second at most: the leader waits.  Nor
+	 * before the loop has looked at the dead since it was asked for: the
+	 * programs the leader waited for died before it asked, and are
+	 * drained first (a pool's workers, killed while the loop drained
+	 * another). */
+	if (s->root && atomic_load(&k->req) == REQ_FINAL &&
+	    (!s->final_asked || hands_awaited(HAND_WAIT_NS)))
 		return 0;
 	req = atomic_exchange(&k->req, REQ_NONE);
 
@@ -1357,6 +1382,7 @@ serve(struct session *s, uint64_t now)
 		watchdog();
 	if (req != REQ_NONE) {
 		last_pass(s, atomic_load(&k->deadline), req == REQ_FINAL, 0);
+		late(s, req);
 		sem_post(&k->done);
 		/* The program no longer waits: now the cache. */
 		save_symbols(s, req == REQ_FINAL);
@@ -1484,7 +1510,11 @@ loop(int helper_side)
 		}
 		/* The dead first: a program that waited for its children (a
 		 * pool that killed its workers) then finds their profiles
-		 * written when its own last pass answers. */
+		 * written when its own last pass answers.  A last pass asked
+		 * for after this look waits for the next (serve()): the bell
+		 * it rang wakes the loop at once. */
+		for (i = 0; i < nss; i++)
+			ss[i]->final_asked = atomic_load(&ss[i]->c->req) == REQ_FINAL;
 		for (i = 0; i < nss;)
 			if (dead(ss[i]) && serve(ss[i], now))
 				end_session(i);
@@ -3262,6 +3292,7 @@ request(int req, uint64_t timeout_ns)
 			atomic_store(&due, req == REQ_EXEC);
 			return;
 		}
+		atomic_store(&c->deadline, 0);
 		atomic_store(&c->req, req);
 		sem_post(bell);
 		return;

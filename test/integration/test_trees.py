@@ -684,7 +684,10 @@ class Trees(ShimTest):
         had nothing to lose.  Truth: wait4's
         rusage of python, whose workers it reaps.  2 workers burn 4 x
         0.4 s at 100 Hz: 160 expiries; 15 % is many standard deviations
-        (test_cpu's argument) and far less than one lost worker (25 %)."""
+        (test_cpu's argument) and far less than one lost worker (25 %).
+        The files are read twice: when python returns, unless the info log
+        says its last pass came after its flush timeout (a cold cache on a
+        loaded machine), and when the helper has ended."""
         code = ("import multiprocessing, time\n"
                 "def burn(n):\n"
                 "    t = time.process_time()\n"
@@ -695,12 +698,50 @@ class Trees(ShimTest):
                 "    multiprocessing.set_start_method('fork')\n"
                 "    with multiprocessing.Pool(2) as p:\n"
                 "        p.map(burn, range(4), chunksize=1)\n")
-        r = run(["python3", "-c", code], self.env({"PYROSCOPE_SAMPLE_RATE": "100"}))
+        r = run(["python3", "-c", code], self.env({"PYROSCOPE_SAMPLE_RATE": "100",
+                                                    "PYROSCOPE_LOG_LEVEL": "debug"}))
         self.assertEqual((r.rc, r.out, r.err), (0, b"", b""))
-        got, pids = self.cpu_seconds()
+        at_exit, _ = self.cpu_seconds()
+        log = helper_log(self, self.log)
+        if not re.search(r"pid %d's last pass \(exit\) ended \d+ ms after it stopped waiting"
+                         % r.pid, log):
+            self.assertLess(abs(at_exit / r.cpu - 1), 0.15, "at python's exit, profiles "
+                            "%.3f s of %.3f s: %s" % (at_exit, r.cpu, log[-3000:]))
+        got, _ = self.cpu_seconds()
         self.assertLess(abs(got / r.cpu - 1), 0.15, "profiles %.3f s of %.3f s (%s): %s"
-                        % (got, r.cpu, self.files(), self.log_text()[-3000:]))
-        self.assertEqual(self.helpers_started(), 1, self.log_text())
+                        % (got, r.cpu, self.files(), log[-3000:]))
+        self.assertEqual(self.helpers_started(), 1, log)
+
+    def test_a_leader_that_stops_waiting_is_told_of_and_its_files_come_later(self):
+        """The leader waits for its tree's last pass at most its flush
+        timeout (100 ms here).  Its helper, stopped by the program itself
+        until a second after it ends, writes the files then: the info log
+        names the pass that came after its program stopped waiting, and
+        the files hold the program's CPU (0.3 s at 100 Hz: 30 expiries;
+        the same tolerance as the pool's)."""
+        code = ("import os, signal, subprocess, time\n"
+                "t = time.process_time()\n"
+                "while time.process_time() - t < 0.3:\n"
+                "    pass\n"
+                "helper = int(os.environ['PYROSHIM_HELPER'].split('-')[3])\n"
+                "env = {k: v for k, v in os.environ.items() if k != 'LD_PRELOAD'}\n"
+                "subprocess.Popen(['sh', '-c', 'sleep 1; kill -CONT %d' % helper], env=env,\n"
+                "                 start_new_session=True)\n"
+                "os.kill(helper, signal.SIGSTOP)\n")
+        r = run(["python3", "-c", code], self.env({"PYROSCOPE_SAMPLE_RATE": "100",
+                                                    "PYROSCOPE_FLUSH_TIMEOUT": "100ms",
+                                                    "PYROSCOPE_LOG_LEVEL": "debug"}))
+        self.assertEqual((r.rc, r.out, r.err), (0, b"", b""))
+        self.assertLess(r.wall, 0.9 + 0.9, "python waited for its stopped helper")
+        at_exit = self.files()
+        log = helper_log(self, self.log)
+        self.assertRegex(log, r"info: uploader: pid %d's last pass \(exit\) ended \d+ ms after "
+                         r"it stopped waiting \(PYROSCOPE_FLUSH_TIMEOUT\): its files were "
+                         r"written after its exit" % r.pid)
+        self.assertEqual(at_exit, [], "the files were there before the helper could write them")
+        got, _ = self.cpu_seconds()
+        self.assertLess(abs(got / r.cpu - 1), 0.15, "profiles %.3f s of %.3f s: %s"
+                        % (got, r.cpu, log[-3000:]))
 
     def spins_and_seds(self, extra=None):
         """A shell loop of 4 spin (30 ms) and 3 sed, each program named
