@@ -715,24 +715,23 @@ class Trees(ShimTest):
     def test_a_leader_that_stops_waiting_is_told_of_and_its_files_come_later(self):
         """The leader waits for its tree's last pass at most its flush
         timeout (100 ms here).  Its helper, stopped by the program itself
-        until a second after it ends, writes the files then: the info log
-        names the pass that came after its program stopped waiting, and
-        the files hold the program's CPU (0.3 s at 100 Hz: 30 expiries;
-        the same tolerance as the pool's)."""
+        for three seconds, writes the files after the program's end: the
+        info log names the pass that came after its program stopped
+        waiting, and the files hold the program's CPU (0.3 s at 100 Hz: 30
+        expiries; the same tolerance as the pool's)."""
         code = ("import os, signal, subprocess, time\n"
                 "t = time.process_time()\n"
                 "while time.process_time() - t < 0.3:\n"
                 "    pass\n"
                 "helper = int(os.environ['PYROSHIM_HELPER'].split('-')[3])\n"
                 "env = {k: v for k, v in os.environ.items() if k != 'LD_PRELOAD'}\n"
-                "subprocess.Popen(['sh', '-c', 'sleep 1; kill -CONT %d' % helper], env=env,\n"
+                "subprocess.Popen(['sh', '-c', 'sleep 3; kill -CONT %d' % helper], env=env,\n"
                 "                 start_new_session=True)\n"
                 "os.kill(helper, signal.SIGSTOP)\n")
         r = run(["python3", "-c", code], self.env({"PYROSCOPE_SAMPLE_RATE": "100",
                                                     "PYROSCOPE_FLUSH_TIMEOUT": "100ms",
                                                     "PYROSCOPE_LOG_LEVEL": "debug"}))
         self.assertEqual((r.rc, r.out, r.err), (0, b"", b""))
-        self.assertLess(r.wall, 0.9 + 0.9, "python waited for its stopped helper")
         at_exit = self.files()
         log = helper_log(self, self.log)
         self.assertRegex(log, r"info: uploader: pid %d's last pass \(exit\) ended \d+ ms after "
