@@ -549,6 +549,32 @@ start_export(struct ps_config *c)
 	}
 }
 
+/* The info line of what this process profiles: the kinds that are on once
+ * started (CPU may have failed to start), each with its rate, and where the
+ * profiles go. */
+static void
+say_profiling(const struct ps_config *c)
+{
+	char kinds[256];
+	int n = 0;
+	const int *on = g.x.on;
+
+	kinds[0] = '\0';
+	if (on[PS_FAMILY_CPU])
+		n += snprintf(kinds + n, sizeof(kinds) - (size_t)n, ", CPU at %u Hz", c->sample_rate);
+	if (on[PS_FAMILY_ALLOC])
+		n += snprintf(kinds + n, sizeof(kinds) - (size_t)n, ", allocations every %llu bytes",
+			      (unsigned long long)c->alloc_sample_bytes);
+	if (on[PS_FAMILY_BLOCK] || on[PS_FAMILY_MUTEX])
+		(void)snprintf(kinds + n, sizeof(kinds) - (size_t)n, ", %s of %llu us or more",
+			       on[PS_FAMILY_BLOCK] && on[PS_FAMILY_MUTEX] ? "block and mutex waits" :
+			       on[PS_FAMILY_BLOCK] ? "block waits" : "mutex waits",
+			       (unsigned long long)c->block_rate_ns / 1000);
+	ps_info("profiling %s (pid %d): %s; output %s", c->app_name, (int)getpid(),
+		kinds[0] ? kinds + 2 : "nothing",
+		g.x.dir[0] ? g.x.dir : g.x.remote.on ? g.x.remote.base : "nowhere");
+}
+
 static void
 start(void)
 {
@@ -563,6 +589,10 @@ start(void)
 	if (!c->enabled ||
 	    (!c->cpu_enabled && !c->alloc_enabled && !c->block_enabled && !c->mutex_enabled)) {
 		say_config(c);
+		/* (With PYROSCOPE_ENABLED=false nothing was read, the log
+		 * included: nothing prints.) */
+		ps_info("not profiling %s (pid %d): every kind of profile is off", c->app_name,
+			(int)getpid());
 		ps_process_setup(NULL, -1);
 		return;
 	}
@@ -610,12 +640,8 @@ start(void)
 	if (c->block_enabled || c->mutex_enabled)
 		ps_wait_start((c->block_enabled ? PS_WAIT_BLOCK : 0) |
 			      (c->mutex_enabled ? PS_WAIT_MUTEX : 0), c->block_rate_ns);
-	ps_info("profiling %s (pid %d) at %u Hz, allocations every %llu bytes, waits%s%s "
-		"(every one of %llu us or more), output %s",
-		c->app_name, (int)getpid(), c->sample_rate,
-		(unsigned long long)c->alloc_sample_bytes, c->block_enabled ? " block" : "",
-		c->mutex_enabled ? " mutex" : "", (unsigned long long)c->block_rate_ns / 1000,
-		g.x.dir[0] ? g.x.dir : g.x.remote.on ? g.x.remote.base : "nowhere");
+	if (ps_log_level() >= PS_LOG_INFO)
+		say_profiling(c);
 }
 
 /* main finds errno as it would without the shim: the start-up's failed

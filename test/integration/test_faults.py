@@ -718,6 +718,47 @@ class LogFileFaults(FaultTest):
             self.assertIn("profiling python3", f.read())
 
 
+    def test_the_info_line_names_only_the_kinds_that_are_on(self):
+        """Found here: the info line at start said "at 100 Hz, allocations
+        every N bytes, waits (every one of 1000 us or more)" whatever was
+        on: with block and mutex off, "waits" with an empty list; with
+        CPU off, a rate.  It now names the kinds profiled, each with its
+        rate; a process that profiles nothing says so."""
+        true = shutil.which("true")
+        cases = [
+            ({}, r"CPU at 100 Hz, allocations every 524288 bytes, block and mutex waits "
+                 r"of 1000 us or more"),
+            ({"PYROSCOPE_PROFILING_BLOCK_ENABLED": "false",
+              "PYROSCOPE_PROFILING_MUTEX_ENABLED": "false"},
+             r"CPU at 100 Hz, allocations every 524288 bytes"),
+            ({"PYROSCOPE_PROFILING_CPU_ENABLED": "false", "PYROSCOPE_PROFILING_ALLOC_ENABLED": "false",
+              "PYROSCOPE_PROFILING_MUTEX_ENABLED": "false", "PYROSCOPE_BLOCK_RATE": "5ms"},
+             r"block waits of 5000 us or more"),
+        ]
+        for i, (extra, kinds) in enumerate(cases):
+            log = os.path.join(self.tmp, "log%d" % i)
+            env = clean_env(dict({"PYROSCOPE_OUTPUT_DIR": self.out, "PYROSCOPE_LOG_LEVEL": "info",
+                                  "PYROSCOPE_LOG_FILE": log}, **extra))
+            r = subprocess.run([true], capture_output=True, timeout=60, env=env)
+            self.assertEqual((r.returncode, r.stdout, r.stderr), (0, b"", b""))
+            with open(log) as f:
+                text = f.read()
+            self.assertRegex(text, r"info: profiling true \(pid \d+\): %s; output %s\n"
+                             % (kinds, re.escape(self.out)), extra)
+        # Nothing to profile is said too.  (PYROSCOPE_ENABLED=false reads
+        # nothing, the log included: nothing prints, as documented.)
+        log = os.path.join(self.tmp, "log_off")
+        env = clean_env(dict({"PYROSCOPE_OUTPUT_DIR": self.out, "PYROSCOPE_LOG_LEVEL": "info",
+                              "PYROSCOPE_LOG_FILE": log},
+                             **{"PYROSCOPE_PROFILING_%s_ENABLED" % k: "false"
+                                for k in ("CPU", "ALLOC", "BLOCK", "MUTEX")}))
+        r = subprocess.run([true], capture_output=True, timeout=60, env=env)
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (0, b"", b""))
+        with open(log) as f:
+            self.assertRegex(f.read(), r"^pyroshim\[\d+\]: info: not profiling true "
+                             r"\(pid \d+\): every kind of profile is off\n$")
+
+
 class LimitFaults(ShimTest):
     """Resource limits the program runs under."""
 
