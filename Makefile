@@ -282,9 +282,7 @@ FUZZ_SRC_ingest_url    = uploader/ingest.c common/buf.c common/text.c
 FUZZ_SRC_headers       = uploader/headers.c common/text.c
 FUZZ_SRC_gopclntab     = shim/gopclntab.c
 FUZZ_SRC_httpreq       = uploader/httpreq.c
-FUZZ_SRC_symcache      = symbolize/symcache.c common/gzip.c common/buf.c common/dl.c common/log.c \
-                         common/shared.c
-FUZZ_LIBS_symcache     = -lz
+FUZZ_SRC_symcache      = symbolize/symcache.c common/buf.c common/log.c common/shared.c
 
 fuzz: $(FUZZ_BINS)
 	@sh test/fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_BINS)

@@ -27,7 +27,7 @@
  *
  * Trust.  Nothing in the directory is trusted: a directory that is a
  * symbolic link, belongs to another user or is open to others, and a file
- * that is not a regular file of this user, is truncated, corrupt (CRC-32
+ * that is not a regular file of this user, is truncated, corrupt (XXH64
  * over its body), of another byte order or of another build ID, is
  * ignored (and the next save replaces a bad file).  The build ID is the
  * key: an object without one is never cached.

@@ -4,9 +4,11 @@
  *
  * Input: one control byte, then the file's bytes.  With bit 0 of the
  * control byte set, the header's build ID is made the one asked for and
- * its CRC recomputed (offsets from symcache.c's struct head), so that the
- * checks behind the CRC -- counts, ranges, frame and string offsets -- see
- * the mutations too.
+ * its sum recomputed (symcache.c's struct head and body_sum), so that the
+ * checks behind the sum -- counts, ranges, frame and string offsets -- see
+ * the mutations too.  The start checks that a file so fixed up is read:
+ * the layout here was once stale (a CRC written over the flags), and every
+ * fixed-up input was rejected before those checks.
  * Invariants:
  *   - opening never fails but for want of memory, whatever the file;
  *   - what a valid file answers has at most `max` frames of NUL-terminated
@@ -19,19 +21,24 @@
 #include <limits.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
 #include "fuzz.h"
+#include "common/hash.h"
 #include "common/log.h"
 #include "symbolize/symcache.h"
 
-#define HEAD      96    /* sizeof(struct head) */
-#define HEAD_CRC  92    /* offsetof(struct head, crc) */
+#define HEAD      104   /* sizeof(struct head) */
+#define HEAD_SUM  96    /* offsetof(struct head, sum) */
+#define HEAD_NENT 80    /* offsetof(struct head, nent); nframe and npool follow */
+#define ENT       24    /* sizeof(struct ent) */
+#define FRAME     20    /* sizeof(struct frame) */
 
 static char dir[64];
 static char path[PATH_MAX];
 static const uint8_t id[20] = { 0x12, 0x34, 0x56, 0x78, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,
 				13, 14, 15, 16 };
+
+static void check_fix_up(void);
 
 int
 LLVMFuzzerInitialize(int *argc, char ***argv)
@@ -47,23 +54,59 @@ LLVMFuzzerInitialize(int *argc, char ***argv)
 	n = snprintf(path, sizeof(path), "%s/", dir);
 	for (i = 0; i < 20; i++)
 		n += snprintf(path + n, 3, "%02x", id[i]);
+	check_fix_up();
 	return 0;
 }
 
 static void
 fix_up(uint8_t *b, size_t n)
 {
-	uint32_t idlen = 20, crc;
-	uLong c;
+	uint32_t idlen = 20, nent, nframe;
+	uint64_t sum, e, f;
 
 	memcpy(b + 12, &idlen, 4);
 	memset(b + 16, 0, 64);
 	memcpy(b + 16, id, 20);
-	c = crc32(0L, Z_NULL, 0);
-	c = crc32(c, b, HEAD_CRC);
-	c = crc32(c, b + HEAD, (uInt)(n - HEAD));
-	crc = (uint32_t)c;
-	memcpy(b + HEAD_CRC, &crc, 4);
+	memcpy(&nent, b + HEAD_NENT, 4);
+	memcpy(&nframe, b + HEAD_NENT + 4, 4);
+	/* The arrays as the header's counts place them, within the input
+	 * (counts that do not fit are rejected by size before the sum). */
+	e = (uint64_t)nent * ENT < n - HEAD ? (uint64_t)nent * ENT : n - HEAD;
+	f = (uint64_t)nframe * FRAME < n - HEAD - e ? (uint64_t)nframe * FRAME : n - HEAD - e;
+	sum = ps_hash_xxh64(b, HEAD_SUM, 0);
+	sum = ps_hash_xxh64(b + HEAD, e, sum);
+	sum = ps_hash_xxh64(b + HEAD + e, f, sum);
+	sum = ps_hash_xxh64(b + HEAD + e + f, n - HEAD - e - f, sum);
+	memcpy(b + HEAD_SUM, &sum, 8);
+}
+
+/* A file of one range and one frame, fixed up, is read: fix_up knows
+ * the layout. */
+static void
+check_fix_up(void)
+{
+	uint8_t b[HEAD + ENT + FRAME + 8] = "PYROSYM\003";
+	uint32_t order = 0x01020304, counts[3] = { 1, 1, 8 };
+	uint64_t range[2] = { 0x1000, 0x1010 };
+	uint32_t frame[5] = { 0, 0xffffffffu, 2, 7, 5 };
+	struct ps_symcache_stats st;
+	struct ps_symcache *c;
+	int fd;
+
+	memcpy(b + 8, &order, 4);
+	memcpy(b + HEAD_NENT, counts, sizeof(counts));
+	memcpy(b + HEAD, range, sizeof(range));   /* frame 0, n 0 past it: zeros */
+	b[HEAD + 20] = 1;                         /* n = 1 */
+	memcpy(b + HEAD + ENT, frame, sizeof(frame));
+	memcpy(b + HEAD + ENT + FRAME, "f\0/f.c\0\0", 8);
+	fix_up(b, sizeof(b));
+	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	FUZZ_ASSERT(fd >= 0 && write(fd, b, sizeof(b)) == (ssize_t)sizeof(b) && close(fd) == 0);
+	FUZZ_ASSERT(ps_symcache_open(dir, id, 20, 1u << 30, &c) == 0);
+	ps_symcache_get_stats(c, &st);
+	FUZZ_ASSERT(st.loaded == 1 && st.ranges == 1);
+	ps_symcache_free(c);
+	FUZZ_ASSERT(unlink(path) == 0);
 }
 
 static void

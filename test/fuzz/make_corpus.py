@@ -8,7 +8,6 @@ describes).  Run it again after changing a layout; files it did not write
 """
 import os
 import struct
-import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 TP = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
@@ -131,7 +130,51 @@ SEEDS["gopclntab"] = [
 ]
 
 
-def symcache_seed(ranges, bad_crc=False):
+M64 = 2**64 - 1
+P1, P2, P3, P4, P5 = (11400714785074694791, 14029467366897019727, 1609587929392839161,
+                      9650029242287828579, 2870177450012600261)
+
+
+def xxh64(data, seed=0):
+    """XXH64, as common/hash.h's ps_hash_xxh64 (xxHash's specification)."""
+    def rotl(x, r):
+        return ((x << r) | (x >> (64 - r))) & M64
+
+    def rnd(acc, x):
+        return rotl((acc + x * P2) & M64, 31) * P1 & M64
+
+    n, i = len(data), 0
+    if n >= 32:
+        v = [(seed + P1 + P2) & M64, (seed + P2) & M64, seed, (seed - P1) & M64]
+        while n - i >= 32:
+            v = [rnd(v[k], struct.unpack_from("<Q", data, i + 8 * k)[0]) for k in range(4)]
+            i += 32
+        h = (rotl(v[0], 1) + rotl(v[1], 7) + rotl(v[2], 12) + rotl(v[3], 18)) & M64
+        for x in v:
+            h = ((h ^ rnd(0, x)) * P1 + P4) & M64
+    else:
+        h = (seed + P5) & M64
+    h = (h + n) & M64
+    while n - i >= 8:
+        h = (rotl(h ^ rnd(0, struct.unpack_from("<Q", data, i)[0]), 27) * P1 + P4) & M64
+        i += 8
+    if n - i >= 4:
+        h = (rotl(h ^ (struct.unpack_from("<I", data, i)[0] * P1 & M64), 23) * P2 + P3) & M64
+        i += 4
+    while i < n:
+        h = rotl(h ^ (data[i] * P5 & M64), 11) * P1 & M64
+        i += 1
+    h ^= h >> 33
+    h = h * P2 & M64
+    h ^= h >> 29
+    h = h * P3 & M64
+    return h ^ (h >> 32)
+
+
+assert xxh64(b"") == 0xef46db3751d8e999 and xxh64(b"abc") == 0x44bc2cf5ad770999
+
+
+def symcache_seed(ranges, bad_sum=False):
     """A symbol cache file (symbolize/symcache.c) of build ID 12345678
     0102...10, after the target's control byte 0 (taken as it is).
     ranges: [(lo, hi, [(name, linkage or None, file, line, decl)])]."""
@@ -151,20 +194,22 @@ def symcache_seed(ranges, bad_crc=False):
                                   s(file), line, decl)
             nframe += 1
     ident = bytes([0x12, 0x34, 0x56, 0x78] + list(range(1, 17)))
-    head = b"PYROSYM\1" + struct.pack("<II", 0x01020304, 20) + ident + bytes(44) + \
-        struct.pack("<III", len(ranges), nframe, len(pool))
-    body = bytes(ents + frames + pool)
-    crc = zlib.crc32(body, zlib.crc32(head)) ^ (1 if bad_crc else 0)
-    return b"\0" + head + struct.pack("<I", crc) + body
+    # struct head: magic, byte order, build ID (64 bytes), counts, flags,
+    # then the sum: XXH64 of the header so far, then of each array, each
+    # seeded with the hash so far (body_sum).
+    head = b"PYROSYM\3" + struct.pack("<II", 0x01020304, 20) + ident + bytes(44) + \
+        struct.pack("<IIII", len(ranges), nframe, len(pool), 0)
+    s = xxh64(bytes(pool), xxh64(bytes(frames), xxh64(bytes(ents), xxh64(head))))
+    return b"\0" + head + struct.pack("<Q", s ^ (1 if bad_sum else 0)) + bytes(ents + frames + pool)
 
 
-# symcache: a control byte (bit 0: fix the build ID and CRC up), the file.
+# symcache: a control byte (bit 0: fix the build ID and sum up), the file.
 SEEDS["symcache"] = [
     symcache_seed([(0x1000, 0x1010, [("inner", None, "/a.h", 12, 10),
                                      ("outer", "_Z5outerv", "/a.c", 40, 33)]),
                    (0x2000, 0x2001, [])]),
     b"\1" + symcache_seed([(0x10, 0x20, [("f", None, "/f.c", 1, 1)])])[1:],
-    symcache_seed([(0x10, 0x20, [("f", None, "/f.c", 1, 1)])], bad_crc=True),
+    symcache_seed([(0x10, 0x20, [("f", None, "/f.c", 1, 1)])], bad_sum=True),
     b"\0PYROSYM",
     # Regression: only ranges without lines, so no frame array at all.
     symcache_seed([(0x10, 0x11, []), (0x20, 0x28, [])]),

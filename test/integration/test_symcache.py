@@ -140,7 +140,7 @@ class SymbolCache(ShimTest):
             return None
         with open(path, "rb") as f:
             head = f.read(96)
-        self.assertEqual(head[:8], b"PYROSYM\002")
+        self.assertEqual(head[:8], b"PYROSYM\003")
         self.assertEqual(struct.unpack_from("=I", head, 8)[0], 0x01020304)
         return struct.unpack_from("=I", head, 92)[0]
 
