@@ -238,8 +238,11 @@ own(struct ps_symcache *c)
 
 	if (!c->img)
 		return 0;
-	e = malloc(c->nent ? c->nent * sizeof(*e) : 1);
-	f = malloc(c->nframe ? c->nframe * sizeof(*f) : 1);
+	/* Room for at least one of each: the capacities below say so.  (An
+	 * empty array once got one byte for a capacity of one element: a file
+	 * without frames, then a range with some, wrote past it.) */
+	e = malloc((c->nent ? c->nent : 1) * sizeof(*e));
+	f = malloc((c->nframe ? c->nframe : 1) * sizeof(*f));
 	p = malloc(c->npool ? c->npool : 1);
 	if (!e || !f || !p) {
 		free(e);

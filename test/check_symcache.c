@@ -813,6 +813,37 @@ START_TEST(symcache_mapped_file_survives_its_replacement)
 }
 END_TEST
 
+/* Found by the fuzzer once its fix-up matched the file's layout: a file
+ * whose ranges had no lines (no frame array) was read in place, and the
+ * first range with lines then wrote its frames past a 1-byte copy of the
+ * empty array.  (ASan and valgrind see it; `sanitize` runs this.) */
+START_TEST(symcache_file_without_frames_takes_ranges_with_frames)
+{
+	struct ps_dwarf_frame f[16];
+	struct ps_symcache *c;
+	uint64_t end;
+
+	make_dir();
+	ck_assert_int_eq(ps_symcache_open(dir, id1, 20, 1 << 20, &c), 0);
+	ck_assert_int_eq(ps_symcache_add(c, 0x10, 0x11, 0x10, NULL, 0), 0);
+	ck_assert_int_eq(ps_symcache_save(c), 0);
+	ps_symcache_free(c);
+	ck_assert_int_eq(ps_symcache_open(dir, id1, 20, 1 << 20, &c), 0);
+	ck_assert_uint_eq(open_stats(id1).ranges, 1);
+	/* One frame: within the capacity of one that the empty array got. */
+	ck_assert_int_eq(ps_symcache_add(c, 0x2000, 0x2010, 0x2000, chain1, 1), 0);
+	ck_assert_int_eq(ps_symcache_add(c, 0x1000, 0x1010, 0x1000, chain2, 2), 0);
+	ck_assert_int_eq(ps_symcache_find(c, 0x1008, f, 16, &end), 2);
+	ck_assert_str_eq(f[0].name, chain2[0].name);
+	ck_assert_int_eq(ps_symcache_find(c, 0x2008, f, 16, &end), 1);
+	ck_assert_int_eq(ps_symcache_find(c, 0x10, f, 16, &end), 0);
+	ck_assert_int_eq(ps_symcache_save(c), 0);
+	ps_symcache_free(c);
+	ck_assert_uint_eq(open_stats(id1).ranges, 3);
+	remove_dir();
+}
+END_TEST
+
 /* ---- no DWARF to find: libdw not loaded --------------------------------- */
 
 /* Run a shell command made from fmt; it must succeed. */
@@ -937,6 +968,7 @@ symcache_suite(void)
 	tcase_add_test(tc, dwarf_one_file_at_two_addresses);
 	tcase_add_test(tc, symcache_round_trips_and_cuts_overlaps);
 	tcase_add_test(tc, symcache_rejects_every_corrupted_byte);
+	tcase_add_test(tc, symcache_file_without_frames_takes_ranges_with_frames);
 	tcase_add_test(tc, symcache_rejects_another_build_id_and_untrusted_files);
 	tcase_add_test(tc, symcache_directory_must_be_private);
 	tcase_add_test(tc, symcache_merges_two_writers);
