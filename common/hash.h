@@ -69,11 +69,14 @@ ps_xxh_read64(const unsigned char *p)
 	       (uint64_t)p[6] << 48 | (uint64_t)p[7] << 56;
 }
 
+/* By offsets into data, never past them: data may be NULL when n is 0 (an
+ * empty array), where even NULL + 0 is undefined. */
 static inline uint64_t
 ps_hash_xxh64(const void *data, size_t n, uint64_t seed)
 {
-	const unsigned char *p = data, *end = p + n;
+	const unsigned char *b = data;
 	uint64_t h, v1, v2, v3, v4;
+	size_t i = 0;
 
 	if (n >= 32) {
 		v1 = seed + PS_XXH_P1 + PS_XXH_P2;
@@ -81,12 +84,12 @@ ps_hash_xxh64(const void *data, size_t n, uint64_t seed)
 		v3 = seed;
 		v4 = seed - PS_XXH_P1;
 		do {
-			v1 = ps_xxh_round(v1, ps_xxh_read64(p));
-			v2 = ps_xxh_round(v2, ps_xxh_read64(p + 8));
-			v3 = ps_xxh_round(v3, ps_xxh_read64(p + 16));
-			v4 = ps_xxh_round(v4, ps_xxh_read64(p + 24));
-			p += 32;
-		} while (end - p >= 32);
+			v1 = ps_xxh_round(v1, ps_xxh_read64(b + i));
+			v2 = ps_xxh_round(v2, ps_xxh_read64(b + i + 8));
+			v3 = ps_xxh_round(v3, ps_xxh_read64(b + i + 16));
+			v4 = ps_xxh_round(v4, ps_xxh_read64(b + i + 24));
+			i += 32;
+		} while (n - i >= 32);
 		h = ps_xxh_rotl(v1, 1) + ps_xxh_rotl(v2, 7) + ps_xxh_rotl(v3, 12) +
 		    ps_xxh_rotl(v4, 18);
 		h = ps_xxh_merge(h, v1);
@@ -97,16 +100,16 @@ ps_hash_xxh64(const void *data, size_t n, uint64_t seed)
 		h = seed + PS_XXH_P5;
 	}
 	h += (uint64_t)n;
-	for (; end - p >= 8; p += 8)
-		h = ps_xxh_rotl(h ^ ps_xxh_round(0, ps_xxh_read64(p)), 27) * PS_XXH_P1 + PS_XXH_P4;
-	if (end - p >= 4) {
-		h ^= (uint64_t)(p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-				(uint32_t)p[3] << 24) * PS_XXH_P1;
+	for (; n - i >= 8; i += 8)
+		h = ps_xxh_rotl(h ^ ps_xxh_round(0, ps_xxh_read64(b + i)), 27) * PS_XXH_P1 + PS_XXH_P4;
+	if (n - i >= 4) {
+		h ^= (uint64_t)(b[i] | (uint32_t)b[i + 1] << 8 | (uint32_t)b[i + 2] << 16 |
+				(uint32_t)b[i + 3] << 24) * PS_XXH_P1;
 		h = ps_xxh_rotl(h, 23) * PS_XXH_P2 + PS_XXH_P3;
-		p += 4;
+		i += 4;
 	}
-	for (; p < end; p++)
-		h = ps_xxh_rotl(h ^ *p * PS_XXH_P5, 11) * PS_XXH_P1;
+	for (; i < n; i++)
+		h = ps_xxh_rotl(h ^ b[i] * PS_XXH_P5, 11) * PS_XXH_P1;
 	h ^= h >> 33;
 	h *= PS_XXH_P2;
 	h ^= h >> 29;
