@@ -551,25 +551,30 @@ start_export(struct ps_config *c)
 
 /* The info line of what this process profiles: the kinds that are on once
  * started (CPU may have failed to start), each with its rate, and where the
- * profiles go. */
+ * profiles go.  Built with ps_cat, as say_config: cut to fit, never past
+ * the buffer. */
 static void
 say_profiling(const struct ps_config *c)
 {
 	char kinds[256];
-	int n = 0;
 	const int *on = g.x.on;
+	size_t k = 0;
 
 	kinds[0] = '\0';
 	if (on[PS_FAMILY_CPU])
-		n += snprintf(kinds + n, sizeof(kinds) - (size_t)n, ", CPU at %u Hz", c->sample_rate);
+		k = ps_cat(kinds, sizeof(kinds), ps_cat_u(kinds, sizeof(kinds),
+			   ps_cat(kinds, sizeof(kinds), k, ", CPU at "), c->sample_rate), " Hz");
 	if (on[PS_FAMILY_ALLOC])
-		n += snprintf(kinds + n, sizeof(kinds) - (size_t)n, ", allocations every %llu bytes",
-			      (unsigned long long)c->alloc_sample_bytes);
+		k = ps_cat(kinds, sizeof(kinds), ps_cat_u(kinds, sizeof(kinds),
+			   ps_cat(kinds, sizeof(kinds), k, ", allocations every "),
+			   (unsigned long)c->alloc_sample_bytes), " bytes");
 	if (on[PS_FAMILY_BLOCK] || on[PS_FAMILY_MUTEX])
-		(void)snprintf(kinds + n, sizeof(kinds) - (size_t)n, ", %s of %llu us or more",
-			       on[PS_FAMILY_BLOCK] && on[PS_FAMILY_MUTEX] ? "block and mutex waits" :
-			       on[PS_FAMILY_BLOCK] ? "block waits" : "mutex waits",
-			       (unsigned long long)c->block_rate_ns / 1000);
+		(void)ps_cat(kinds, sizeof(kinds), ps_cat_u(kinds, sizeof(kinds),
+			     ps_cat(kinds, sizeof(kinds), k,
+				    on[PS_FAMILY_BLOCK] && on[PS_FAMILY_MUTEX] ?
+				    ", block and mutex waits of " :
+				    on[PS_FAMILY_BLOCK] ? ", block waits of " : ", mutex waits of "),
+			     (unsigned long)(c->block_rate_ns / 1000)), " us or more");
 	ps_info("profiling %s (pid %d): %s; output %s", c->app_name, (int)getpid(),
 		kinds[0] ? kinds + 2 : "nothing",
 		g.x.dir[0] ? g.x.dir : g.x.remote.on ? g.x.remote.base : "nowhere");
