@@ -398,6 +398,21 @@ on_fork_prepare(void)
 	errno = saved;
 }
 
+/* A process the shim does not profile still has its hooks: a fork
+ * child's first exec or exit would look the C library's definition up
+ * (dlsym), in every child of a shell, where the parent never calls them.
+ * Looked up in the parent, once, the children inherit them: about 30 us
+ * and 11 page faults less per child of a bash loop (BENCHMARKS 14y). */
+static void
+on_fork_prepare_unprofiled(void)
+{
+	int saved = errno;
+
+	ps_hook_exec_resolve();
+	ps_hook_exit_resolve();
+	errno = saved;
+}
+
 /* The parent sees fork's errno too. */
 static void
 on_fork_parent(void)
@@ -599,6 +614,7 @@ start(void)
 		ps_info("not profiling %s (pid %d): every kind of profile is off", c->app_name,
 			(int)getpid());
 		ps_process_setup(NULL, -1);
+		(void)pthread_atfork(on_fork_prepare_unprofiled, NULL, NULL);  /* else only slower */
 		return;
 	}
 	ps_unwind_init();
