@@ -1308,7 +1308,11 @@ static uint64_t walk_left = CACHE_FILL_LAST_NS;
  * last save of the loop's own program, when it serves no other, may take
  * walk_left and look whole objects up (the helper ends after it, and no
  * program waits), until another program comes; any other save,
- * CACHE_FILL_NS.  Holding `lock`. */
+ * CACHE_FILL_NS.  The walk at the loop's end alone would not do: a
+ * program that leaves behind a child that never records (a daemon, an
+ * idle `sleep 3600 &`) keeps its helper for that child's entry in the
+ * bell's waits, and that walk would come only at the child's end, or
+ * never if the helper is killed first.  Holding `lock`. */
 static void
 save_symbols(struct session *s, int final)
 {
