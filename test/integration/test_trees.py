@@ -604,6 +604,29 @@ class Trees(ShimTest):
         self.assertEqual([(pid, sym) for pid, obj, sym in bound
                           if int(pid) in children and obj.endswith("libpyroshim.so")], [])
 
+    def test_a_disabled_shims_shell_children_look_nothing_up_before_their_exec(self):
+        """The same with PYROSCOPE_ENABLED=false: the hooks are there, and
+        each child's execve looked the C library's up with dlsym (11 page
+        faults a child, BENCHMARKS 14y), since the shell never calls it
+        itself.  A process the shim does not profile looks them up in its
+        fork prepare handler, once."""
+        debug = os.path.join(self.tmp, "ld")
+        r = run(["bash", "-c", "for i in {1..10}; do /bin/true; done; exit 3"],
+                self.env({"PYROSCOPE_ENABLED": "false", "LD_DEBUG": "bindings",
+                          "LD_DEBUG_OUTPUT": debug}))
+        self.assertEqual((r.rc, r.out, r.err), (3, b"", b""))
+        with open("%s.%d" % (debug, r.pid)) as f:
+            bound = re.findall(r"^\s*(\d+):\s+binding file (\S+) .* normal symbol `(\w+)'",
+                               f.read(), re.M)
+        children = {int(f.rsplit(".", 1)[1]) for f in os.listdir(self.tmp)
+                    if f.startswith("ld.")} - {r.pid}
+        self.assertEqual(len(children), 10, os.listdir(self.tmp))
+        self.assertEqual([(pid, sym) for pid, obj, sym in bound
+                          if int(pid) in children and obj.endswith("libpyroshim.so")], [])
+        # The parent did look them up, so the log can show a lookup.
+        self.assertIn("execve", [sym for pid, obj, sym in bound
+                                 if int(pid) == r.pid and obj.endswith("libpyroshim.so")])
+
     @unittest.skipUnless(subprocess.run(["unshare", "-Urp", "true"], stderr=subprocess.DEVNULL)
                          .returncode == 0, "no pid namespace for this user")
     def test_children_in_a_pid_namespace_of_their_own_keep_no_helper(self):
