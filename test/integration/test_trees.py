@@ -587,22 +587,30 @@ class Trees(ShimTest):
         image in a file of its own.  A child sampled before its exec joins
         the tree there, which takes calls of their own: left out (at 100
         Hz, about one child in twenty)."""
+        r, bound, children = self.shell_loop_bindings({})
+        # But for those that joined.
+        children -= set(self.joined())
+        self.assertGreaterEqual(len(children), 5, self.log_text())
+        self.assertEqual([(pid, sym) for pid, sym in bound if pid in children], [])
+
+    def shell_loop_bindings(self, env):
+        """bash running /bin/true 10 times under the shim with env, the
+        loader logging its bindings: the run, the (pid, symbol) of each
+        binding the shim's library asked for, and the pids of the children
+        that exec'd (the helper, which does not, looks up its own, once)."""
         debug = os.path.join(self.tmp, "ld")
         r = run(["bash", "-c", "for i in {1..10}; do /bin/true; done; exit 3"],
-                self.env({"LD_DEBUG": "bindings", "LD_DEBUG_OUTPUT": debug}))
+                self.env(dict(env, LD_DEBUG="bindings", LD_DEBUG_OUTPUT=debug)))
         self.assertEqual((r.rc, r.out, r.err), (3, b"", b""))
         with open("%s.%d" % (debug, r.pid)) as f:
-            bound = re.findall(r"^\s*(\d+):\s+binding file (\S+) .* normal symbol `(\w+)'",
-                               f.read(), re.M)
-        # The children that exec'd (the helper, which does not, looks up
-        # its own, once), but for those that joined.
+            bound = [(int(pid), sym) for pid, obj, sym in
+                     re.findall(r"^\s*(\d+):\s+binding file (\S+) .* normal symbol `(\w+)'",
+                                f.read(), re.M)
+                     if obj.endswith("libpyroshim.so")]
         children = {int(f.rsplit(".", 1)[1]) for f in os.listdir(self.tmp)
                     if f.startswith("ld.")} - {r.pid}
         self.assertEqual(len(children), 10, os.listdir(self.tmp))
-        children -= set(self.joined())
-        self.assertGreaterEqual(len(children), 5, self.log_text())
-        self.assertEqual([(pid, sym) for pid, obj, sym in bound
-                          if int(pid) in children and obj.endswith("libpyroshim.so")], [])
+        return r, bound, children
 
     def test_a_disabled_shims_shell_children_look_nothing_up_before_their_exec(self):
         """The same with PYROSCOPE_ENABLED=false: the hooks are there, and
@@ -610,22 +618,10 @@ class Trees(ShimTest):
         faults a child, BENCHMARKS 14y), since the shell never calls it
         itself.  A process the shim does not profile looks them up in its
         fork prepare handler, once."""
-        debug = os.path.join(self.tmp, "ld")
-        r = run(["bash", "-c", "for i in {1..10}; do /bin/true; done; exit 3"],
-                self.env({"PYROSCOPE_ENABLED": "false", "LD_DEBUG": "bindings",
-                          "LD_DEBUG_OUTPUT": debug}))
-        self.assertEqual((r.rc, r.out, r.err), (3, b"", b""))
-        with open("%s.%d" % (debug, r.pid)) as f:
-            bound = re.findall(r"^\s*(\d+):\s+binding file (\S+) .* normal symbol `(\w+)'",
-                               f.read(), re.M)
-        children = {int(f.rsplit(".", 1)[1]) for f in os.listdir(self.tmp)
-                    if f.startswith("ld.")} - {r.pid}
-        self.assertEqual(len(children), 10, os.listdir(self.tmp))
-        self.assertEqual([(pid, sym) for pid, obj, sym in bound
-                          if int(pid) in children and obj.endswith("libpyroshim.so")], [])
+        r, bound, children = self.shell_loop_bindings({"PYROSCOPE_ENABLED": "false"})
+        self.assertEqual([(pid, sym) for pid, sym in bound if pid in children], [])
         # The parent did look them up, so the log can show a lookup.
-        self.assertIn("execve", [sym for pid, obj, sym in bound
-                                 if int(pid) == r.pid and obj.endswith("libpyroshim.so")])
+        self.assertIn((r.pid, "execve"), bound)
 
     @unittest.skipUnless(subprocess.run(["unshare", "-Urp", "true"], stderr=subprocess.DEVNULL)
                          .returncode == 0, "no pid namespace for this user")
