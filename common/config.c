@@ -8,6 +8,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -557,6 +558,73 @@ tree_pprof(struct ps_config *c, ps_getenv_fn get)
 
 	if (!digest_at(v, &c->tree_pprof) || v[16])
 		c->tree_pprof = 0;
+}
+
+/* 1 if the variable named by the n bytes at s is one that ps_config_load
+ * may ask for (config.h). */
+static int
+env_wanted(const char *s, size_t n)
+{
+#define IS(lit) (n == sizeof(lit) - 1 && !memcmp(s, lit, n))
+#define UNDER(lit) (n > sizeof(lit) - 1 && !memcmp(s, lit, sizeof(lit) - 1))
+	switch (*s) {
+	case 'P':
+		return UNDER("PYROSCOPE_") || UNDER("PYROSHIM_");
+	case 'O':
+		return UNDER("OTEL_");
+	case 'D':
+		return IS("DEBUGINFOD_URLS");
+	case 'H':
+		return IS("HOME");
+	case 'X':
+		return IS("XDG_CACHE_HOME");
+	case 'T':
+		return IS("TRACEPARENT") || IS("TRACESTATE");
+	}
+	return 0;
+#undef IS
+#undef UNDER
+}
+
+void
+ps_env_scan(struct ps_env *e, char *const *envp)
+{
+	const char *eq;
+	size_t n;
+	char c;
+
+	e->n = 0;
+	for (; envp && *envp; envp++) {
+		/* Most variables are told from ours by their first letter
+		 * (env_wanted's cases), without looking for their '='. */
+		c = **envp;
+		if ((c != 'P' && c != 'O' && c != 'D' && c != 'H' && c != 'X' && c != 'T') ||
+		    !(eq = strchr(*envp, '=')))
+			continue;
+		n = (size_t)(eq - *envp);
+		if (!env_wanted(*envp, n))
+			continue;
+		if (e->n == (int)PS_ARRAY_LEN(e->kept) || n > UCHAR_MAX) {
+			e->n = -1;
+			return;
+		}
+		e->len[e->n] = (unsigned char)n;
+		e->kept[e->n++] = *envp;
+	}
+}
+
+const char *
+ps_env_get(const struct ps_env *e, const char *name)
+{
+	size_t n = strlen(name);
+	int i;
+
+	if (e->n < 0 || !env_wanted(name, n))
+		return getenv(name);
+	for (i = 0; i < e->n; i++)
+		if (e->len[i] == n && !memcmp(e->kept[i], name, n))
+			return e->kept[i] + n + 1;
+	return NULL;
 }
 
 uint64_t

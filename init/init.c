@@ -77,10 +77,15 @@ static struct {
 	struct ps_config cfg;
 } g PS_LARGE __attribute__((aligned(4096)));
 
+/* The environment as the constructor found it, for the configuration;
+ * until it is read, getenv() (n = -1).  Written by the constructor only
+ * (start). */
+static struct ps_env envs = { .n = -1 };
+
 static const char *
 env(const char *name)
 {
-	return getenv(name);
+	return ps_env_get(&envs, name);
 }
 
 static const char *
@@ -604,6 +609,7 @@ start(void)
 
 	ps_log_config_hold();
 	exe_path(exe, sizeof(exe));
+	ps_env_scan(&envs, environ);
 	(void)ps_config_load(c, env, exe);
 	log_setup(c);
 	if (!c->enabled ||

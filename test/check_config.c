@@ -605,6 +605,45 @@ START_TEST(config_tree_pprof_is_a_digest_or_none)
 }
 END_TEST
 
+START_TEST(env_scan_finds_what_getenv_would)
+{
+	static char *envp[] = {
+		"PATH=/bin", "PYROSCOPE_TAGS=a=1", "HOMEX=1", "HOME=/h", "PYROSCOPE_TAGS=second",
+		"PYROSCOPE_NOVALUE", "", "OTEL_SERVICE_NAME=", "TRACESTATE=k=v", NULL
+	};
+	static char names[60][32], *many[61];
+	struct ps_env e;
+	int i;
+
+	ps_env_scan(&e, envp);
+	/* The first definition, its value whole. */
+	ck_assert_str_eq(ps_env_get(&e, "PYROSCOPE_TAGS"), "a=1");
+	/* A name, not a prefix of one. */
+	ck_assert_str_eq(ps_env_get(&e, "HOME"), "/h");
+	ck_assert_str_eq(ps_env_get(&e, "OTEL_SERVICE_NAME"), "");
+	ck_assert_str_eq(ps_env_get(&e, "TRACESTATE"), "k=v");
+	ck_assert_ptr_null(ps_env_get(&e, "PYROSCOPE_NOVALUE"));
+	ck_assert_ptr_null(ps_env_get(&e, "PYROSCOPE_LABELS"));
+	ck_assert_ptr_null(ps_env_get(&e, "XDG_CACHE_HOME"));
+	/* A name it does not keep is getenv's. */
+	ck_assert_int_eq(setenv("PS_CHECK_OTHER", "x", 1), 0);
+	ck_assert_str_eq(ps_env_get(&e, "PS_CHECK_OTHER"), "x");
+	/* More of ours than it keeps: getenv for all. */
+	for (i = 0; i < 60; i++) {
+		snprintf(names[i], sizeof(names[i]), "PYROSCOPE_V%d=scanned", i);
+		many[i] = names[i];
+	}
+	many[60] = NULL;
+	ps_env_scan(&e, many);
+	ck_assert_int_eq(e.n, -1);
+	ck_assert_int_eq(setenv("PYROSCOPE_V1", "real", 1), 0);
+	ck_assert_str_eq(ps_env_get(&e, "PYROSCOPE_V1"), "real");
+	ck_assert_ptr_null(ps_env_get(&e, "PYROSCOPE_V2"));
+	unsetenv("PS_CHECK_OTHER");
+	unsetenv("PYROSCOPE_V1");
+}
+END_TEST
+
 int
 main(void)
 {
@@ -634,6 +673,7 @@ main(void)
 	tcase_add_test(tc, log_config_lines_said_by_the_tree_are_not_said_again);
 	tcase_add_test(tc, config_said_reads_the_digests_up_to_the_first_that_is_not_one);
 	tcase_add_test(tc, config_tree_pprof_is_a_digest_or_none);
+	tcase_add_test(tc, env_scan_finds_what_getenv_would);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
