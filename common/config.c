@@ -560,30 +560,45 @@ tree_pprof(struct ps_config *c, ps_getenv_fn get)
 		c->tree_pprof = 0;
 }
 
-/* 1 if the variable named by the n bytes at s is one that ps_config_load
- * may ask for (config.h). */
-static int
-env_wanted(const char *s, size_t n)
+/* name_is: 1 if the name s (ended by '\0' or '=') is lit; name_under: 1
+ * if it is lit followed by more. */
+static inline int
+name_is(const char *s, const char *lit)
 {
-#define IS(lit) (n == sizeof(lit) - 1 && !memcmp(s, lit, n))
-#define UNDER(lit) (n > sizeof(lit) - 1 && !memcmp(s, lit, sizeof(lit) - 1))
+	size_t n = strlen(lit);
+
+	return !strncmp(s, lit, n) && (s[n] == '\0' || s[n] == '=');
+}
+
+static inline int
+name_under(const char *s, const char *lit)
+{
+	size_t n = strlen(lit);
+
+	return !strncmp(s, lit, n) && s[n] != '\0' && s[n] != '=';
+}
+
+/* 1 if s, a variable's name ended by '\0' or '=', is one that
+ * ps_config_load may ask for (config.h).  Most are told apart by their
+ * first letter. */
+static int
+env_wanted(const char *s)
+{
 	switch (*s) {
 	case 'P':
-		return UNDER("PYROSCOPE_") || UNDER("PYROSHIM_");
+		return name_under(s, "PYROSCOPE_") || name_under(s, "PYROSHIM_");
 	case 'O':
-		return UNDER("OTEL_");
+		return name_under(s, "OTEL_");
 	case 'D':
-		return IS("DEBUGINFOD_URLS");
+		return name_is(s, "DEBUGINFOD_URLS");
 	case 'H':
-		return IS("HOME");
+		return name_is(s, "HOME");
 	case 'X':
-		return IS("XDG_CACHE_HOME");
+		return name_is(s, "XDG_CACHE_HOME");
 	case 'T':
-		return IS("TRACEPARENT") || IS("TRACESTATE");
+		return name_is(s, "TRACEPARENT") || name_is(s, "TRACESTATE");
 	}
 	return 0;
-#undef IS
-#undef UNDER
 }
 
 void
@@ -591,19 +606,12 @@ ps_env_scan(struct ps_env *e, char *const *envp)
 {
 	const char *eq;
 	size_t n;
-	char c;
 
 	e->n = 0;
 	for (; envp && *envp; envp++) {
-		/* Most variables are told from ours by their first letter
-		 * (env_wanted's cases), without looking for their '='. */
-		c = **envp;
-		if ((c != 'P' && c != 'O' && c != 'D' && c != 'H' && c != 'X' && c != 'T') ||
-		    !(eq = strchr(*envp, '=')))
+		if (!env_wanted(*envp) || !(eq = strchr(*envp, '=')))
 			continue;
 		n = (size_t)(eq - *envp);
-		if (!env_wanted(*envp, n))
-			continue;
 		if (e->n == (int)PS_ARRAY_LEN(e->kept) || n > UCHAR_MAX) {
 			e->n = -1;
 			return;
@@ -619,7 +627,7 @@ ps_env_get(const struct ps_env *e, const char *name)
 	size_t n = strlen(name);
 	int i;
 
-	if (e->n < 0 || !env_wanted(name, n))
+	if (e->n < 0 || !env_wanted(name))
 		return getenv(name);
 	for (i = 0; i < e->n; i++)
 		if (e->len[i] == n && !memcmp(e->kept[i], name, n))
