@@ -47,7 +47,8 @@ struct ps_object {
 typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
 
 struct ps_symbolizer {
-	demangle_fn demangle;   /* NULL until the process has a C++ runtime */
+	demangle_fn demangle;   /* NULL: none (yet) */
+	int demangle_tried;     /* looked for, once */
 	struct ps_dwarf *dwarf; /* shared_dwarf, or owned when dwarf_own;
 				 * NULL: no source lines */
 	int dwarf_own;
@@ -255,19 +256,29 @@ ps_symbolizer_get_stats(const struct ps_symbolizer *z, struct ps_symbolizer_stat
 
 /* ---- names -------------------------------------------------------------- */
 
-/* A function name into z->scratch, demangled when it is a C++ one and the
- * process has __cxa_demangle; the mangled name otherwise.  Looked up at
- * the first C++ name and again while missing: a program may load a C++
- * runtime late. */
+/* A function name into z->scratch, demangled when it is a C++ one and
+ * __cxa_demangle is there: in the process already, else in the C++
+ * runtime loaded once for it; the mangled name otherwise.  A tree's
+ * helper is a copy of the tree's first program (a shell, often), not of
+ * the C++ program it names, which found no __cxa_demangle and left every
+ * name mangled.  (In thread mode, a pid 1 or a subreaper, this loads the
+ * runtime into the program itself, as DWARF loads libdw.) */
 static const char *
 func_name(struct ps_symbolizer *z, const char *raw)
 {
 	char *d = NULL, *at;
 	int status = -1;
 	size_t n;
+	void *dl;
 
-	if (raw[0] == '_' && raw[1] == 'Z' && !z->demangle)
+	if (raw[0] == '_' && raw[1] == 'Z' && !z->demangle && !z->demangle_tried) {
+		z->demangle_tried = 1;
 		z->demangle = (demangle_fn)dlsym(RTLD_DEFAULT, "__cxa_demangle");
+		if (!z->demangle && (dl = dlopen("libstdc++.so.6", RTLD_NOW | RTLD_LOCAL)))
+			z->demangle = (demangle_fn)dlsym(dl, "__cxa_demangle");
+		if (!z->demangle)
+			ps_info("symbols: no C++ runtime (libstdc++.so.6) to demangle names with");
+	}
 	if (z->demangle && raw[0] == '_' && raw[1] == 'Z')
 		d = z->demangle(raw, NULL, NULL, &status);
 	raw = d && status == 0 ? d : raw;

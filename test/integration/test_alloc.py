@@ -332,6 +332,22 @@ class ThreadsForkCxxSignals(AllocTest):
         _, cum = flat_and_cum(samples, A_SPACE)
         self.assertGreater(cum.get("background_alloc", 0), 0)
 
+    def test_cxx_names_are_demangled_below_a_c_program(self):
+        """A C++ program in a tree led by a C one (a shell): the tree's
+        helper has no C++ runtime of the program's to demangle with (it
+        is the shell's copy, or no copy at all); it loads one.  The names
+        were left mangled ("_ZN5Cache4fillEi")."""
+        r = run_group(["sh", "-c", '"$0" 2000; true', os.path.join(PROG, "new_cxx")],
+                      self.env("cxx", {"PYROSCOPE_ALLOC_SAMPLE_BYTES": "65536"}), timeout=60)
+        self.assertEqual((r.rc, r.out, r.err), (0, b"ok 10006000\n", b""))
+        samples = self.decode(self.alloc_file("cxx"))
+        total = sum(v[A_SPACE] for v, _ in samples)
+        flat, cum = flat_and_cum(samples, A_SPACE)
+        # The shell's own allocations are a few samples at most.
+        self.assertGreater(flat.get("operator new(unsigned long)", 0), 0.9 * total, sorted(flat))
+        self.assertGreater(cum.get("Cache::fill(int)", 0), 0.9 * total, sorted(cum))
+        self.assertEqual([n for n in cum if n.startswith("_Z")], [])
+
     def test_cxx_new_shows_operator_new_under_the_method(self):
         r = run_group([os.path.join(PROG, "new_cxx"), "2000"],
                       self.env("cxx", {"PYROSCOPE_ALLOC_SAMPLE_BYTES": "65536"}), timeout=60)
