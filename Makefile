@@ -95,14 +95,14 @@ $(TP_TOOL): scripts/traceparent.c build/trace/traceparent.o build/common/text.o
 	    build/common/text.o -o $@
 
 $(SO): $(LIB_OBJ) shim/pyroshim.map
-	$(CC) -shared -o $@ $(LIB_OBJ) -Wl,--version-script=shim/pyroshim.map \
+	$(CC) -shared -o $@ $(LIB_OBJ) -Wl,--version-script=shim/pyroshim.map -Wl,-e,ps_image_entry \
 	    -Wl,-z,defs -Wl,-z,relro $(LIBS)
 
 # The benchmark build: the same library with the handler timing compiled in.
 BENCH_SO = shim/libpyroshim-bench.so
 $(BENCH_SO): $(LIB_SRC) $(GEN_C) shim/pyroshim.map $(HEADERS)
 	$(CC) $(CPPFLAGS) -DPS_BENCH $(CFLAGS) -Wno-error=unused-parameter -shared -o $@ $(LIB_SRC) $(GEN_C) \
-	    -Wl,--version-script=shim/pyroshim.map -Wl,-z,defs $(LIBS)
+	    -Wl,--version-script=shim/pyroshim.map -Wl,-e,ps_image_entry -Wl,-z,defs $(LIBS)
 
 build/libpyroshim_core.a: $(CORE_OBJ)
 	rm -f $@
@@ -192,7 +192,7 @@ bench-smoke: $(SO) $(BENCH_SO) $(EXAMPLES) $(PROGS)
 install: $(SO) $(TP_TOOL)
 	install -d $(DESTDIR)$(PREFIX)/lib/pyroshim $(DESTDIR)$(PREFIX)/bin \
 	    $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/man/man7
-	install -m 0644 $(SO) $(DESTDIR)$(PREFIX)/lib/libpyroshim.so
+	install -m 0755 $(SO) $(DESTDIR)$(PREFIX)/lib/libpyroshim.so
 	install -m 0755 $(TP_TOOL) $(DESTDIR)$(PREFIX)/lib/pyroshim/pyroshim-traceparent
 	sed 's|@LIBDIR@|$(PREFIX)/lib|; s|@VERSION@|$(VERSION)|' scripts/pyrorun > $(DESTDIR)$(PREFIX)/bin/pyrorun
 	chmod 0755 $(DESTDIR)$(PREFIX)/bin/pyrorun

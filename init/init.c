@@ -309,6 +309,8 @@ exec_failed(void)
 	ps_worker_exec_failed();
 }
 
+static void wake_leader(void);
+
 /* What the host side's events do (shim/process.h). */
 static const struct ps_process_ops ops = {
 	.wake = ps_worker_poke,
@@ -318,6 +320,8 @@ static const struct ps_process_ops ops = {
 	.exit_now = exit_now,
 	.set_exit = ps_worker_set_exit,
 	.set_args = ps_worker_set_args,
+	.spawn = wake_leader,
+	.env_entry = ps_worker_env_entry,
 };
 
 /* 1 once the constructor started profiling in this image.  Written by the
@@ -387,6 +391,22 @@ fork_child(void)
 	}
 	ps_hook_thread_adopt();
 	ps_sampler_child();
+}
+
+/* A child or a thread is about to be made, which is to join this
+ * program's tree: a leader that put off its helper makes its first
+ * record's tables and starts it now (ps_worker_put_off). */
+static void
+wake_leader(void)
+{
+	ps_guard_enter();
+	if (ps_worker_put_off()) {
+		ps_worker_wake("its first child or thread");
+		(void)ps_stacktab_current();
+		ps_worker_wake("its first child or thread");
+	}
+	ps_worker_say();
+	ps_guard_leave();
 }
 
 static void
@@ -708,4 +728,55 @@ ps_fini(void)
 	ps_bench_write(g.x.dir, g.x.app, (int)getpid());
 	ps_process_setup(&ops, -1);
 	ps_guard_leave();
+}
+
+/* ---- the library run as a program: the tree's helper ------------------ *
+ *
+ * The helper is a fresh image of this very file, exec'd with the leader's
+ * descriptors (uploader/worker.c, helper_exec), not a copy of the program:
+ * it then holds none of the program's pages (the program's writes after
+ * the spawn no longer copy them), none of its locks, and none of its
+ * memory when the program has grown.  The loader runs a program's
+ * initializers only from its libc start-up, which this entry never calls:
+ * ps_init does not run here, the C library's own set-up does (the loader
+ * runs it for every library it loads).  Where no entry is defined, the
+ * helper is a fork as before. */
+#if defined(__x86_64__)
+const char ps_interp[] __attribute__((section(".interp"), used)) = "/lib64/ld-linux-x86-64.so.2";
+__asm__(".text\n"
+	".globl ps_image_entry\n"
+	".hidden ps_image_entry\n"
+	".type ps_image_entry,@function\n"
+	"ps_image_entry:\n"
+	"	xor %ebp, %ebp\n"       /* the outermost frame, for unwinders */
+	"	mov %rsp, %rdi\n"       /* argc, argv..., NULL, envp..., NULL */
+	"	and $-16, %rsp\n"
+	"	call ps_image_start\n"
+	"	hlt\n");
+#elif defined(__aarch64__)
+const char ps_interp[] __attribute__((section(".interp"), used)) = "/lib/ld-linux-aarch64.so.1";
+__asm__(".text\n"
+	".globl ps_image_entry\n"
+	".hidden ps_image_entry\n"
+	".type ps_image_entry,%function\n"
+	"ps_image_entry:\n"
+	"	mov x29, #0\n"
+	"	mov x30, #0\n"
+	"	mov x0, sp\n"
+	"	bl ps_image_start\n"
+	"	brk #0\n");
+#endif
+
+PS_HIDDEN __attribute__((noreturn, used)) void ps_image_start(long *sp);
+
+void
+ps_image_start(long *sp)
+{
+	int argc = (int)sp[0];
+	char **argv = (char **)(sp + 1);
+
+	environ = argv + argc + 1;
+	ps_hook_malloc_resolve();
+	ps_process_setup(NULL, -1);   /* the hooks are the C library's here */
+	ps_worker_image(argc, argv);
 }

@@ -123,6 +123,7 @@ pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), vo
 		/* A program whose tables wait for its first record makes them
 		 * now, while it has one thread (stacktab.h, ps_stacktab_defer). */
 		(void)ps_stacktab_current();
+		ps_process_spawn(); /* a leader's put-off helper starts here */
 		ps_process_wake();  /* a fork child's uploader starts here */
 		/* The program's first thread: the frames the fast walk leaves
 		 * alone are libunwind's from now on (unwind.h). */

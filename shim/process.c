@@ -87,3 +87,51 @@ ps_process_set_args(int argc, const char *const *argv)
 	if (ops && ops->set_args)
 		ops->set_args(argc, argv);
 }
+
+void
+ps_process_spawn(void)
+{
+	if (ops && ops->spawn && ps_process_is_self())
+		ops->spawn();
+}
+
+const char *
+ps_process_env_entry(const char *entry)
+{
+	return ops && ops->env_entry && atomic_load(&self_pid) ? ops->env_entry(entry) : NULL;
+}
+
+#define ENV_NAME "PYROSHIM_HELPER="
+
+/* 1 if s begins with ENV_NAME.  By hand: a shell's fork child calls this
+ * before its exec, where a first call of strncmp through the PLT would
+ * page in the loader's look-up (BENCHMARKS 14o). */
+static int
+env_named(const char *s)
+{
+	const char *n = ENV_NAME;
+
+	while (*n && *s == *n)
+		s++, n++;
+	return !*n;
+}
+
+char *const *
+ps_process_envp(char *const *envp, char **copy)
+{
+	const char *to = NULL;
+	size_t i, at = 0;
+
+	if (!envp)
+		return envp;
+	for (i = 0; envp[i]; i++)
+		if (!to && env_named(envp[i]) && (to = ps_process_env_entry(envp[i])) != NULL)
+			at = i;
+	if (!to || i > PS_ENV_COPY)
+		return envp;
+	for (i = 0; envp[i]; i++)
+		copy[i] = envp[i];
+	copy[i] = NULL;
+	copy[at] = (char *)to;
+	return copy;
+}

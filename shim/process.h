@@ -34,6 +34,16 @@ struct ps_process_ops {
 	 * Context: host thread; async-signal-safe (plain stores). */
 	void (*set_exit)(int status);
 	void (*set_args)(int argc, const char *const *argv);
+	/* The program is about to make a child (fork, vfork, posix_spawn,
+	 * system, popen) or a thread: a leader that put off its helper starts
+	 * it now, so that the child joins its tree.  Context: host thread,
+	 * outside signal context, holding none of the C library's locks. */
+	void (*spawn)(void);
+	/* What an exec is to pass on in place of the environment entry
+	 * `entry` ("PYROSHIM_HELPER=..."), or NULL to pass it as it is.
+	 * Read-only: also called in a vfork child, which shares the parent's
+	 * memory.  Context: the exec and spawn hooks. */
+	const char *(*env_entry)(const char *entry);
 };
 
 /* Register the ops and mark the calling process as the profiled one (pid);
@@ -65,6 +75,16 @@ void ps_process_exec_failed(void);
 void ps_process_exit_now(void) PS_SIGSAFE;
 void ps_process_set_exit(int status) PS_SIGSAFE;
 void ps_process_set_args(int argc, const char *const *argv);
+void ps_process_spawn(void);
+/* env_entry, forwarded in any process the shim was loaded in (a vfork
+ * child too).  NULL when there is nothing to change. */
+const char *ps_process_env_entry(const char *entry);
+/* envp with the entry ps_process_env_entry changes changed: envp itself,
+ * or a copy into `copy` (PS_ENV_COPY + 1 entries, on the caller's stack:
+ * no allocation in a vfork child).  A longer environment passes the
+ * tree's name as it is: its programs then lead trees of their own. */
+#define PS_ENV_COPY 1024
+char *const *ps_process_envp(char *const *envp, char **copy);
 
 /* Count the calling thread as one of the program's (the main thread at
  * start-up, the forking thread in a fork child).  Defined in hook_thread.c. */

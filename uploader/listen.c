@@ -348,6 +348,25 @@ ps_listen_fd(void)
 	return lfd;
 }
 
+int
+ps_listen_bind_err(void)
+{
+	return bind_err;
+}
+
+void
+ps_listen_adopt(int fd, int err)
+{
+	struct stat st;
+
+	bind_err = err;
+	if (fd >= 0 && fstat(fd, &st) == 0) {
+		lfd = fd;
+		lfd_dev = st.st_dev;
+		lfd_ino = st.st_ino;
+	}
+}
+
 void
 ps_listen_drop(void)
 {

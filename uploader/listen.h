@@ -82,6 +82,11 @@ void ps_listen_bind(void);
 /* The bound socket, or -1: the helper keeps it when it closes the
  * program's descriptors. */
 int ps_listen_fd(void);
+/* The constructor's bind error (-errno), 0 if none. */
+int ps_listen_bind_err(void);
+/* The exec'd helper: take the program's bound socket fd (or none: -1)
+ * and its bind error, as ps_listen_bind left them in the program. */
+void ps_listen_adopt(int fd, int err);
 
 /* Close the socket in this process: in the program once the helper holds
  * it, and in a fork child (where, in thread mode, it was copied) -- if the

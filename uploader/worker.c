@@ -41,6 +41,7 @@
 #include "shim/alloc.h"
 #include "shim/bench.h"
 #include "shim/gostack.h"
+#include "shim/next.h"
 #include "shim/stacktab.h"
 #include "trace/traceparent.h"
 #include "shim/wait.h"
@@ -86,6 +87,7 @@ struct reg {
 	uint64_t start_ns;
 	uintptr_t skip_lo, skip_hi, entry;
 	uint32_t cfg_set;              /* cfg's strings written (ps_config_copy) */
+	int dir_refused;               /* its constructor refused dir, and said so */
 	char app[256];
 	char dir[PATH_MAX];
 	struct ps_stacktab st;         /* as the program maps them */
@@ -296,11 +298,30 @@ static int listen_here;
 
 /* The tree (worker.h): its name, and in the program that leads it, its
  * listening socket and bell until the helper holds them.  Written by the
- * constructor's start(); in the helper, read-only. */
+ * constructor's start(), or by wake(); in the helper, read-only. */
 static char tree_name[64];
 static int tree_fd = -1, tree_bell_fd = -1;
+/* "PYROSHIM_HELPER=" and the tree's whole name, once the helper holds the
+ * bell: what an exec passes on in place of the name without it
+ * (ps_worker_env_entry).  Written with tree_name, by the leader. */
+static char tree_env[16 + sizeof(tree_name)];
+static size_t tree_env_short;      /* its length without "-HPID-FD" */
+/* A program that leads its tree puts off starting the helper until its
+ * first record, child or thread (ps_worker_defer): most commands make
+ * none, and then cost neither a helper nor the tree's socket.  1 until
+ * then, taken by compare-and-swap (wake), from any thread or handler.
+ * Set by the constructor. */
+static _Atomic int put_off;
+/* What a late start did, for the info log at the next place that may
+ * print (say_deferred): the helper's pid, or -errno. */
+static _Atomic int woke;
+static const char *_Atomic woke_at; /* where (ps_worker_wake's `at`) */
+/* Why the first record's tables are being made, when a child or a
+ * thread is (ps_worker_wake before them). */
+static const char *_Atomic wake_at_first = "its first record";
+static _Atomic int tree_errno;     /* why tree_open failed, for the same */
 /* The tree's bell, in every process of the tree (a fork child inherits
- * the mapping).  Written by start() in the constructor. */
+ * the mapping).  Written by start() in the constructor, or by wake(). */
 static struct bell *tree_bell;
 /* 1 in the process that leads the tree, the one its caller waits for
  * (an exec'd image of it too): once the tree has other programs, its last
@@ -575,6 +596,22 @@ dead(const struct session *s)
 	return !s->root && ended_unwaited(s->c);
 }
 
+/* An exec'd helper's root, gone without leaving its maps (killed, or Go's
+ * raw exit_group): its frames are named from the maps read at the
+ * helper's start (ps_worker_image), as a member killed before its notice
+ * was taken is (take_birth).  A forked helper names them from its own
+ * copy of the program's mappings. */
+static void
+root_left(struct session *s)
+{
+	uint32_t n = atomic_load_explicit(&s->c->seen_len, memory_order_acquire);
+
+	if (!s->root || !s->x->watch_only || ended_unwaited(s->c) || !n || n > sizeof(s->c->maps))
+		return;
+	memcpy(s->c->maps, s->c->seen, n);
+	atomic_store_explicit(&s->c->maps_len, n, memory_order_release);
+}
+
 /* After an exec request: 1 when the image that made it is gone (its
  * control block is no longer in its address space). */
 static int
@@ -617,7 +654,7 @@ watchdog(void)
 	watchdog_after((unsigned)(flush_timeout / 1000000000ull) + 5);
 }
 
-static void
+__attribute__((noreturn)) static void
 helper_end(void)
 {
 	struct rusage ru;
@@ -683,6 +720,8 @@ session_export(struct session *s)
 	snprintf(e->app, sizeof(e->app), "%s", s->r.app);
 	snprintf(e->dir, sizeof(e->dir), "%s", s->r.dir);
 	ps_export_setup(e);
+	if (s->r.dir_refused)
+		e->dirfd = -2;
 	e->start_ns = s->r.start_ns;
 	ps_export_set_span(e, s->r.has_span ? &s->r.span : NULL);
 	/* The program printed its settings' mistakes already. */
@@ -1519,11 +1558,13 @@ loop(int helper_side)
 		 * it rang wakes the loop at once. */
 		for (i = 0; i < nss; i++)
 			ss[i]->final_asked = atomic_load(&ss[i]->c->req) == REQ_FINAL;
-		for (i = 0; i < nss;)
-			if (dead(ss[i]) && serve(ss[i], now))
-				end_session(i);
-			else
-				i++;
+		for (i = 0; i < nss; i++) {
+			if (!dead(ss[i]))
+				continue;
+			root_left(ss[i]);
+			if (serve(ss[i], now))
+				end_session(i--);
+		}
 		for (i = 0; i < nss;)
 			if (serve(ss[i], now))
 				end_session(i);
@@ -1924,15 +1965,16 @@ accept_main(void *arg)
 /* ---- the helper process ---------------------------------------------- */
 
 /* Everything the program opened is closed, but the log file, `keep`
- * (the helper's pidfd), the listener's socket and the tree's socket and
- * bell; the standard streams are /dev/null, or the program's stderr when
+ * (the helper's pidfd), the listener's socket, the tree's socket and
+ * bell, and `tables` (NULL, or the three of helper_exec); the standard streams are /dev/null, or the program's stderr when
  * the log level asks for more than errors and lines go there. */
 static void
-detach_fds(int keep)
+detach_fds(int keep, const int *tables)
 {
 	int logfd = ps_log_fd(), keep_err = logfd < 0 && ps_log_level() > PS_LOG_ERROR;
 	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-	int k[] = { logfd, keep, listen_here ? ps_listen_fd() : -1, tree_fd, tree_bell_fd }, t;
+	int k[] = { logfd, keep, listen_here ? ps_listen_fd() : -1, tree_fd, tree_bell_fd,
+		    tables ? tables[0] : -1, tables ? tables[1] : -1, tables ? tables[2] : -1 }, t;
 	int nk = (int)(sizeof(k) / sizeof(k[0])), i, j;
 	unsigned from = 3;
 
@@ -2025,14 +2067,15 @@ retitle(pid_t of)
 	(void)process_vm_writev(getpid(), mine, 2, area, 2, 0);
 }
 
+PS_SIGSAFE static int table_fds(int fd[3]);
+PS_SIGSAFE static void reg_fill(void);
+
+/* What every helper does first, forked or exec'd: out of the program's
+ * signals, priority, hooks and session. */
 static void
-helper_main(void)
+helper_alone(void)
 {
-	static PS_LARGE ucontext_t here, there;
-	pthread_attr_t attr;
-	pthread_t acceptor;
 	sigset_t all;
-	void *stk;
 
 	/* The kernel's struct sigaction, its mask empty: the same on every
 	 * architecture for SIG_DFL. */
@@ -2045,9 +2088,10 @@ helper_main(void)
 
 	sigfillset(&all);
 	(void)syscall(SYS_rt_sigprocmask, SIG_SETMASK, &all, NULL, _NSIG / 8);
-	/* The helper is a copy of the program: its SIGALRM handler, or a
-	 * SIG_IGN it inherited across exec, would run or void the watchdog.
-	 * The system call, not sigaction(), which the shim virtualizes. */
+	/* A forked helper is a copy of the program: its SIGALRM handler, or
+	 * a SIG_IGN it inherited across exec (which an exec'd helper
+	 * inherits too), would run or void the watchdog.  The system call,
+	 * not sigaction(), which the shim virtualizes. */
 	(void)syscall(SYS_rt_sigaction, SIGALRM, &dfl, NULL, _NSIG / 8);
 	/* A program's real-time policy is not for its helper: at the same
 	 * priority, on the same processor, one of them starves the other.
@@ -2057,13 +2101,20 @@ helper_main(void)
 	ps_alloc_off();  /* nothing of the helper's goes in the program's tables */
 	ps_wait_off();
 	ps_log_set_pid(host);
-	x->watch = host;
 	(void)setsid();  /* the terminal's signals are for the program */
 	(void)prctl(PR_SET_NAME, "pyroshim", 0, 0, 0);
-	retitle(host);
-	/* Not bounded: closing the program's descriptors may flush a file
-	 * system's writes (NFS, FUSE) for long. */
-	detach_fds(host_pidfd);
+}
+
+/* The helper from its root session on: the tree's joins, the listener,
+ * the sender and the loop.  Never returns. */
+__attribute__((noreturn)) static void
+helper_serve(void)
+{
+	static PS_LARGE ucontext_t here, there;
+	pthread_attr_t attr;
+	pthread_t acceptor;
+	void *stk;
+
 	watchdog_after(START_BOUND_S);
 	if (root_session(host_pidfd))
 		helper_end();
@@ -2099,19 +2150,201 @@ helper_main(void)
 	helper_end();
 }
 
+/* The forked helper: a copy of the program. */
+static void
+helper_main(void)
+{
+	helper_alone();
+	x->watch = host;
+	retitle(host);
+	/* Not bounded: closing the program's descriptors may flush a file
+	 * system's writes (NFS, FUSE) for long. */
+	detach_fds(host_pidfd, NULL);
+	helper_serve();
+}
+
+/* ---- the helper as a fresh image of this library ---------------------- */
+
+/* What the exec'd helper is told, in its environment's HELPER_VAR: these
+ * numbers, in this order, each ended by ','.  Not its arguments: its
+ * command line is its title ("pyroshim: helper of PID"), all that `ps`,
+ * pgrep -f or pkill -f see. */
+enum {
+	A_HOST, A_PIDFD, A_CTL, A_ST, A_LT, A_TREE, A_BELL, A_LOGFD, A_LOGLEVEL,
+	A_LISTENING, A_LFD, A_BINDERR, A_LISTEN_HERE, NARGS_IMAGE
+};
+#define HELPER_VAR "PYROSHIM_IMAGE="
+
+/* Where this library was loaded from (magic_init), for the helper's
+ * exec; "" when unknown (the helper is then forked).  Written by the
+ * constructor, read-only after. */
+static char self_path[PATH_MAX];
+
+/* The exec'd helper's arguments and environment, built by the process
+ * that execs it (exec_child, sharing the program's memory: none of this
+ * is on the program's heap).  Written only between the spawn's clone
+ * calls, while the thread that spawns waits. */
+static PS_LARGE char exec_vars[sizeof(HELPER_VAR) + NARGS_IMAGE * 24];
+static char exec_title[48];
+static char *exec_argv[2];
+static char **exec_envp;
+static _Atomic int exec_err;
+/* 1 while wake() starts a put-off helper: if the exec fails, no copy of
+ * the program is made then (the start fails, and is tried again where a
+ * thread may be made instead).  Written by wake(). */
+static _Atomic int spawn_late;
+
+/* v in decimal, sign included, and a ',' at dst[at]; the new length. */
+static size_t
+text_of(char *dst, size_t cap, size_t at, long v)
+{
+	if (v < 0) {
+		at = ps_cat(dst, cap, at, "-");
+		v = -v;
+	}
+	return ps_cat(dst, cap, ps_cat_u(dst, cap, at, (unsigned long)v), ",");
+}
+
+/* The loader's settings are the program's, never its helper's, but for
+ * where libraries are: a preload or audit list would start another
+ * profiler's library in it, LD_DEBUG_OUTPUT and LD_PROFILE write files
+ * of its own. */
+static int
+env_kept(const char *e)
+{
+	return strncmp(e, "LD_", 3) || !strncmp(e, "LD_LIBRARY_PATH=", 16);
+}
+
+/* 1 if fd is still a memfd of ours of len bytes (map_fd's checks). */
+static int
+still_mapped(int fd, size_t len)
+{
+	struct stat sb;
+
+	return fd >= 0 && ps_shmem_sealed(fd) && fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) &&
+	       (uint64_t)sb.st_size >= len;
+}
+
+/* The grandchild: a clone sharing the program's memory (CLONE_VM), with
+ * its own descriptor table, that keeps only the helper's descriptors and
+ * execs this library.  System calls only: it runs on the program's
+ * memory while another thread of the program may hold any lock.  Ends by
+ * the exec, or with exec_err set. */
+static int
+exec_child(void *arg)
+{
+	long v[NARGS_IMAGE];
+	int fd[3] = { -1, -1, -1 }, i, n;
+	size_t at;
+
+	(void)arg;
+	n = table_fds(fd);
+	/* Still the tables' memfds: a fork child that closed every
+	 * descriptor (a daemon's habit) has none left, and only a copy of
+	 * it can have its tables. */
+	if (n < 0 || !still_mapped(fd[0], sizeof(*c)) || !still_mapped(fd[1], x->st->map_len) ||
+	    (x->lt && !still_mapped(fd[2], x->lt->map_len))) {
+		atomic_store(&exec_err, EBADF);
+		syscall(SYS_exit, 127);
+	}
+	detach_fds(host_pidfd, fd);
+	v[A_HOST] = host;
+	v[A_PIDFD] = host_pidfd;
+	v[A_CTL] = fd[0];
+	v[A_ST] = fd[1];
+	v[A_LT] = fd[2];
+	v[A_TREE] = tree_fd;
+	v[A_BELL] = tree_bell_fd;
+	v[A_LOGFD] = ps_log_fd();
+	v[A_LOGLEVEL] = ps_log_level();
+	v[A_LISTENING] = listen_here && ps_listen_configured();
+	v[A_LFD] = v[A_LISTENING] ? ps_listen_fd() : -1;
+	v[A_BINDERR] = v[A_LISTENING] ? ps_listen_bind_err() : 0;
+	v[A_LISTEN_HERE] = listen_here;
+	at = ps_cat(exec_vars, sizeof(exec_vars), 0, HELPER_VAR);
+	for (i = 0; i < NARGS_IMAGE; i++) {
+		/* The descriptors it keeps, open across the exec. */
+		if ((i == A_PIDFD || i == A_CTL || i == A_ST || i == A_LT || i == A_TREE ||
+		     i == A_BELL || i == A_LOGFD || i == A_LFD) && v[i] >= 0)
+			(void)fcntl((int)v[i], F_SETFD, 0);
+		at = text_of(exec_vars, sizeof(exec_vars), at, v[i]);
+	}
+	/* Its command line is its title (retitle's for a forked one). */
+	at = ps_cat(exec_title, sizeof(exec_title), 0, "pyroshim: helper of ");
+	(void)ps_cat_u(exec_title, sizeof(exec_title), at, (unsigned long)host);
+	exec_argv[0] = exec_title;
+	exec_argv[1] = NULL;
+	exec_envp[0] = exec_vars;
+	for (n = 1, i = 0; environ && environ[i]; i++)
+		if (env_kept(environ[i]))
+			exec_envp[n++] = environ[i];
+	exec_envp[n] = NULL;
+	atomic_store(&exec_err, 0);   /* still -1: it died before the exec */
+	syscall(SYS_execve, self_path, exec_argv, exec_envp);
+	atomic_store(&exec_err, errno ? errno : ENOEXEC);
+	syscall(SYS_exit, 127);
+	return 0;
+}
+
+/* Exec the helper from the middle process.  Returns its pid, or -1 (then
+ * fork it).  The grandchild is a clone sharing the memory (no copy of the
+ * program's page tables) and suspending the middle process until its
+ * exec; its parent, the middle process, ends next, so it is reparented
+ * away as a forked helper is. */
+static pid_t
+exec_helper(void)
+{
+	static PS_LARGE char stack[16384] __attribute__((aligned(16)));
+	size_t n = 0, len;
+	pid_t pid;
+	int st;
+
+#ifdef PS_BENCH
+	/* The benchmark build's handler timings are in memory the program
+	 * shares with a forked helper only (shim/bench.c). */
+	atomic_store(&exec_err, ENOTSUP);
+	return -1;
+#endif
+	if (!self_path[0])
+		return -1;
+	while (environ && environ[n])
+		n++;
+	len = (n + 2) * sizeof(char *);
+	exec_envp = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (exec_envp == MAP_FAILED)
+		return -1;
+	atomic_store(&exec_err, -1);
+	pid = clone(exec_child, stack + sizeof(stack), CLONE_VM | CLONE_VFORK | SIGCHLD, NULL);
+	(void)munmap(exec_envp, len);
+	exec_envp = NULL;
+	if (pid > 0 && atomic_load(&exec_err)) {
+		(void)waitpid(pid, &st, 0);
+		pid = -1;
+	}
+	return pid < 0 ? -1 : pid;
+}
+
 /* The middle process: a clone(2) sharing the program's memory, with no
- * exit signal, so the program gets no SIGCHLD for it and its memory is
- * copied once, for the helper; it forks the helper (glibc's _Fork runs none
- * of the program's fork handlers) and ends, so the helper is reparented
- * away.  It touches nothing but its own stack: the program is suspended
+ * exit signal, so the program gets no SIGCHLD for it.  It execs the helper
+ * (exec_helper) or, where it cannot, forks it (glibc's _Fork runs none of
+ * the program's fork handlers; the program's memory is then copied once,
+ * for the helper), and ends, so the helper is reparented away.  It
+ * touches nothing but its own stack: the program is suspended
  * (CLONE_VFORK) until it is gone. */
 static int
 middle(void *arg)
 {
+	sigset_t all;
 	pid_t pid;
 
 	(void)arg;
-	pid = _Fork();
+	/* Nothing of the program's may run here, nor in the grandchild
+	 * before its exec: both run on the program's memory. */
+	sigfillset(&all);
+	(void)syscall(SYS_rt_sigprocmask, SIG_SETMASK, &all, NULL, _NSIG / 8);
+	pid = exec_helper();
+	if (pid < 0 && !atomic_load(&spawn_late))
+		pid = _Fork();
 	if (pid == 0)
 		helper_main();
 	if (pid > 0)
@@ -2202,6 +2435,7 @@ start_helper(void)
 	int rc;
 
 	host = getpid();
+	reg_fill();   /* an exec'd helper reads the program's settings there */
 	rc = spawn_helper();
 	if (rc == 0)
 		helper = 1;
@@ -2233,35 +2467,45 @@ tree_addr(struct sockaddr_un *a, const char *name)
 	return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n);
 }
 
-/* Lead a tree: a socket for its programs to join, named in tree_name, and
- * its bell, both handed to the helper about to be made.  Without them the
- * helper serves this program alone. */
-static void
+/* The tree's name, "pyroshim-PID-RANDOM", into tree_name: its socket's.
+ * Returns 0, or -1 (no random bytes). */
+static int
+tree_name_new(void)
+{
+	uint64_t r;
+
+	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r))
+		return -1;
+	snprintf(tree_name, sizeof(tree_name), "pyroshim-%d-%016llx", (int)getpid(),
+		 (unsigned long long)r);
+	return 0;
+}
+
+/* Lead a tree: a socket for its programs to join, named in tree_name
+ * (tree_name_new), and its bell, both handed to the helper about to be
+ * made.  Without them the helper serves this program alone.  Returns 0,
+ * or -1 with errno set (tree_name then "").  Async-signal-safe (wake). */
+PS_SIGSAFE static int
 tree_open(void)
 {
 	struct sockaddr_un a;
 	struct bell *b;
-	uint64_t r;
 	socklen_t n;
-	int fd;
+	int fd, saved;
 
-	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r))
-		return;
-	snprintf(tree_name, sizeof(tree_name), "pyroshim-%d-%016llx", (int)getpid(),
-		 (unsigned long long)r);
 	n = tree_addr(&a, tree_name);
 	fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
 	b = ps_shmem_new(sizeof(*b));
 	if (fd < 0 || !b || ps_shmem_fd(b) < 0 || bind(fd, (struct sockaddr *)&a, n) ||
 	    listen(fd, MAX_PENDING) || sem_init(&b->wake, 1, 0)) {
-		ps_info("uploader: this program's children each make a helper: no socket for "
-			"them to join (%s)", strerror(errno));
+		saved = errno;
 		if (fd >= 0)
 			close(fd);
 		if (b)
 			ps_shmem_free(b, sizeof(*b));
 		tree_name[0] = '\0';
-		return;
+		errno = saved;
+		return -1;
 	}
 	memcpy(b->magic, magic, sizeof(magic));
 	memcpy(b->name, tree_name, sizeof(b->name));
@@ -2270,20 +2514,47 @@ tree_open(void)
 	tree_bell = b;
 	bell = &b->wake;
 	tree_leader = 1;
+	return 0;
+}
+
+/* "-N" after the first `at` bytes of buf (size `room`).  Returns the new
+ * length, or 0 if it does not fit.  Async-signal-safe (no snprintf). */
+PS_SIGSAFE static size_t
+put_num(char *buf, size_t at, size_t room, long v)
+{
+	char d[24];
+	int k = 0;
+
+	do
+		d[k++] = (char)('0' + v % 10);
+	while ((v /= 10) > 0 && k < (int)sizeof(d));
+	if (at + 1 + (size_t)k >= room)
+		return 0;
+	buf[at++] = '-';
+	while (k)
+		buf[at++] = d[--k];
+	buf[at] = '\0';
+	return at;
 }
 
 /* The program no longer holds the tree's socket: the helper does, or
- * there is none. */
-static void
+ * there is none.  Async-signal-safe. */
+PS_SIGSAFE static void
 tree_handed_over(int ok)
 {
 	size_t n = strlen(tree_name);
 
 	/* Where the helper holds the bell: an exec'd image maps it from
 	 * there, and announces itself without a word to the helper. */
-	if (ok && n && tree_bell_fd >= 0)
-		snprintf(tree_name + n, sizeof(tree_name) - n, "-%d-%d",
-			 (int)atomic_load(&c->helper_pid), tree_bell_fd);
+	if (ok && n && tree_bell_fd >= 0 &&
+	    (!(n = put_num(tree_name, n, sizeof(tree_name), atomic_load(&c->helper_pid))) ||
+	     !put_num(tree_name, n, sizeof(tree_name), tree_bell_fd)))
+		ok = 0;
+	if (ok && tree_name[0]) {
+		memcpy(tree_env, "PYROSHIM_HELPER=", 16);
+		memcpy(tree_env + 16, tree_name, strlen(tree_name) + 1);
+		tree_env_short = 16 + sock_len(tree_name);
+	}
 	if (tree_fd >= 0)
 		close(tree_fd);
 	tree_fd = tree_bell_fd = -1;   /* the bell's closes with the others */
@@ -2317,6 +2588,7 @@ reg_fill(void)
 	 * block's zero bytes (a page written is a page fault, here and in
 	 * the helper that reads it). */
 	copy_string(r->dir, x->dir, sizeof(r->dir));
+	r->dir_refused = x->dirfd == -2;
 	r->st = *x->st;
 	if (x->lt)
 		r->lt = *x->lt;
@@ -2699,6 +2971,76 @@ serves_pprof(const char *name)
 	return ps_listen_fd() >= 0 || (ps_listen_configured() && leads(name));
 }
 
+/* A leader that put off its helper (put_off): the tree's socket and bell,
+ * and the helper, now, whatever the context.  What it did is said at the
+ * next place that may print (say_woke).  Returns 0 (also when it was not
+ * put off), or -errno of the helper's start.  Async-signal-safe. */
+PS_SIGSAFE static int
+wake(const char *at)
+{
+	int expected = 1, rc;
+
+	if (!atomic_compare_exchange_strong(&put_off, &expected, 0))
+		return 0;
+	atomic_store(&woke_at, at);
+	if (tree_open())
+		atomic_store(&tree_errno, errno);
+	atomic_store(&spawn_late, 1);
+	rc = start_helper();
+	atomic_store(&spawn_late, 0);
+	tree_handed_over(rc == 0);
+	atomic_store(&woke, rc ? rc : (int)atomic_load(&c->helper_pid));
+	if (rc)   /* a helper, or a thread, at the next poke or the end (start) */
+		atomic_store(&due, 1);
+	return rc;
+}
+
+/* The C library's environment told the tree's whole name, over the name
+ * without it that this leader exported at its start: for the children
+ * made from it with no exec hook on the way (system, popen).  With the C
+ * library's setenv (bash has one of its own), which allocates the string:
+ * a program that frees what it finds in environ (bash) frees that.  Its
+ * exec hooks pass the whole name on in any case (ps_worker_env_entry). */
+static void
+env_whole(void)
+{
+	extern char **environ;
+	PS_NEXT(setenv);
+	char **e;
+
+	for (e = environ; e && *e; e++) {
+		if (!ps_worker_env_entry(*e))
+			continue;
+		if (!real_setenv || real_setenv("PYROSHIM_HELPER", tree_env + 16, 1))
+			ps_debug("could not export PYROSHIM_HELPER");
+		return;
+	}
+}
+
+/* What wake() did, in the info log once, and the environment told.
+ * Context: where the log may be written (not a signal handler). */
+static void
+say_woke(void)
+{
+	int w, e;
+
+	if (PS_LIKELY(!atomic_load_explicit(&woke, memory_order_relaxed)))
+		return;
+	w = atomic_exchange(&woke, 0);
+	e = atomic_exchange(&tree_errno, 0);
+	if (e)
+		ps_info("uploader: this program's children each make a helper: no socket for "
+			"them to join (%s)", strerror(e));
+	if (w > 0)
+		ps_info("uploader: helper process started (pid %d), at %s", w,
+			atomic_load(&woke_at));
+	else
+		ps_info("uploader: no helper process at %s (%s); another try at the next "
+			"allocation sample, thread or the end", atomic_load(&woke_at), strerror(-w));
+	if (w > 0)
+		env_whole();
+}
+
 /* The helper, or a thread where none can be made.  The process whose
  * constructor starts it joins the tree it was started in, if any, else
  * leads a tree of its own. */
@@ -2735,13 +3077,22 @@ start(void)
 		ps_info("uploader: the tree's helper %s cannot be used (%s); this program makes "
 			"a helper of its own, which its children join", x->cfg->tree_helper, why);
 	}
-	if (listen_here)
-		tree_open();
+	if (listen_here && (tree_name_new() ? (errno = EAGAIN) : tree_open()))
+		ps_info("uploader: this program's children each make a helper: no socket for "
+			"them to join (%s)", strerror(errno));
 	rc = start_helper();
 	tree_handed_over(rc == 0);
 	if (rc == 0) {
 		ps_listen_drop();  /* the helper holds it now */
-		ps_info("uploader: helper process started");
+		if (!self_path[0])
+			ps_info("uploader: helper process started, a copy of this program (the "
+				"library's own file is not known)");
+		else if (atomic_load(&exec_err))
+			ps_info("uploader: helper process started, a copy of this program (%s: %s)",
+				self_path, atomic_load(&exec_err) < 0 ? "its exec did not come" :
+				strerror(atomic_load(&exec_err)));
+		else
+			ps_info("uploader: helper process started (%s)", self_path);
 		return 0;
 	}
 	ps_info("uploader: no helper process (%s); a thread instead: a death by signal "
@@ -2781,6 +3132,12 @@ magic_of(struct dl_phdr_info *info, size_t size, void *arg)
 	}
 	if (i == info->dlpi_phnum)
 		return 0;
+	/* Where the helper is exec'd from: relative only if LD_PRELOAD
+	 * said so, and then from the directory it was said in. */
+	if (info->dlpi_name[0] == '/')
+		(void)ps_cat(self_path, sizeof(self_path), 0, info->dlpi_name);
+	else if (info->dlpi_name[0] && !realpath(info->dlpi_name, self_path))
+		self_path[0] = '\0';
 	id = ps_dl_note(info, NT_GNU_BUILD_ID, "GNU", &len);
 	if (id)
 		ps_hex_encode(id, len < 8 ? len : 8, arg);
@@ -2797,19 +3154,142 @@ magic_init(void)
 		     id);
 }
 
+/* The helper, exec'd (exec_child): its root session is the program's
+ * control block and tables, as an exec'd member's are (take_birth). */
+void
+ps_worker_image(int argc, char **argv)
+{
+	static const char usage[] = "pyroshim: this library is not a program: preload it "
+				    "(LD_PRELOAD, or pyrorun)\n";
+	struct session *s = &root_s;
+	char path[64];
+	const char *p = environ && environ[0] ? environ[0] : "";
+	long v[NARGS_IMAGE];
+	char *end;
+	int i;
+
+	/* Only where exec_child puts it: first, and no argument. */
+	(void)argv;
+	if (argc != 1 || strncmp(p, HELPER_VAR, sizeof(HELPER_VAR) - 1)) {
+		(void)!write(2, usage, sizeof(usage) - 1);
+		syscall(SYS_exit_group, 2);
+	}
+	p += sizeof(HELPER_VAR) - 1;
+	for (i = 0; i < NARGS_IMAGE; i++, p = end + 1) {
+		v[i] = strtol(p, &end, 10);
+		if (end == p || *end != ',' || v[i] < INT_MIN || v[i] > INT_MAX) {
+			(void)!write(2, usage, sizeof(usage) - 1);
+			syscall(SYS_exit_group, 2);
+		}
+	}
+	ps_log_setup((int)v[A_LOGLEVEL], (int)v[A_LOGFD]);
+	host = (pid_t)v[A_HOST];
+	host_pidfd = (int)v[A_PIDFD];
+	tree_fd = (int)v[A_TREE];
+	tree_bell_fd = (int)v[A_BELL];
+	listen_here = (int)v[A_LISTEN_HERE];
+	helper_alone();
+	magic_init();
+	c = map_fd((int)v[A_CTL], sizeof(*c), NULL, NULL);
+	if (!c) {
+		ps_warn("uploader: the exec'd helper cannot map its program's control block");
+		helper_end();
+	}
+	s->c = c;
+	reg_copy(&s->r, &c->r);
+	s->st.c = map_fd((int)v[A_ST], s->r.st.map_len, NULL, NULL);
+	s->st.map_len = s->r.st.map_len;
+	if (s->r.has_lt) {
+		s->lt.c = map_fd((int)v[A_LT], s->r.lt.map_len, NULL, NULL);
+		s->lt.map_len = s->r.lt.map_len;
+	}
+	if (reg_check(&s->r) || !s->st.c || (s->r.has_lt && !s->lt.c) ||
+	    ps_stacktab_view(&s->st, &s->r.st, s->st.c) ||
+	    (s->r.has_lt && ps_livetab_view(&s->lt, &s->r.lt, s->lt.c))) {
+		ps_warn("uploader: the exec'd helper cannot read its program's tables");
+		helper_end();
+	}
+	for (i = A_CTL; i <= A_LT; i++)
+		if (v[i] >= 0)
+			close((int)v[i]);
+	/* Its maps now, while it lives: it may die before a pass reads them
+	 * (root_left). */
+	(void)ps_cat_u(path, sizeof(path), ps_cat(path, sizeof(path), 0, "/proc/"),
+		       (unsigned long)host);
+	(void)ps_cat(path, sizeof(path), strlen(path), "/maps");
+	atomic_store_explicit(&c->seen_len, maps_lines(path, c->seen, sizeof(c->seen)),
+			      memory_order_release);
+	s->pid = host;
+	session_export(s);
+	x = s->x;
+	interval = s->r.cfg.upload_interval_ns;
+	flush_timeout = s->r.cfg.flush_timeout_ns;
+	ps_group_tree_span(x->span);
+	if (tree_bell_fd >= 0 &&
+	    !(tree_bell = map_fd(tree_bell_fd, sizeof(*tree_bell), NULL, NULL))) {
+		close(tree_fd);
+		tree_fd = -1;
+	}
+	bell = tree_bell ? &tree_bell->wake : &c->wake;
+	if (v[A_LISTENING]) {
+		/* The program printed its settings' mistakes already. */
+		ps_log_config_quiet(1);
+		if (ps_listen_configure(s->r.cfg.pprof_address) == 0)
+			ps_listen_adopt((int)v[A_LFD], (int)v[A_BINDERR]);
+		ps_log_config_quiet(0);
+	}
+	helper_serve();
+}
+
+/* 1 if the helper can be exec'd from this library's file, as far as
+ * can be told before trying (a seccomp filter is not): a helper started
+ * late must not be a copy of the program, which may hold any lock then
+ * (BENCHMARKS 14p). */
+static int
+can_exec(void)
+{
+#ifdef PS_BENCH
+	return 0;   /* exec_helper */
+#endif
+	return self_path[0] && access(self_path, X_OK) == 0;
+}
+
+/* 1 if a program about to lead its tree may put off its helper until
+ * its first record, child or thread: as may_defer; with a helper that
+ * can be exec'd; none that serves /debug/pprof (the helper listens), nor
+ * one whose helper would be a thread (pid 1, a child subreaper: made at
+ * start, as before). */
+static int
+may_put_off(const struct ps_config *cfg)
+{
+	int sub = 0;
+
+	return may_defer(cfg) && can_exec() && !cfg->pprof_address[0] && getpid() != 1 &&
+	       !(prctl(PR_GET_CHILD_SUBREAPER, &sub, 0, 0, 0) == 0 && sub);
+}
+
 int
 ps_worker_defer(const struct ps_config *cfg)
 {
-	const char *why;
+	const char *name = cfg->tree_helper, *why;
 
 	magic_init();
-	if (!cfg->tree_helper[0])
+	/* No tree to join: none named, or one named without its bell (a
+	 * leader's that had no helper yet when this image was exec'd; it
+	 * may have one now, but then the exec would have said so). */
+	if ((!name[0] || name[sock_len(name)] != '-') && may_put_off(cfg)) {
+		if (tree_name_new())
+			return 0;
+		atomic_store(&put_off, 1);
+		atomic_store(&deferred, DEFER_WAITING);
+		return 1;
+	}
+	if (!name[0])
 		return 0;
-	if (ps_listen_configured() && !serves_pprof(cfg->tree_helper))
+	if (ps_listen_configured() && !serves_pprof(name))
 		ps_info("uploader: PYROSCOPE_PPROF_ADDRESS is in use (the tree's helper serves "
 			"it, or another program): this program does not listen, and joins the tree");
-	if (serves_pprof(cfg->tree_helper) || !may_defer(cfg) || leads(cfg->tree_helper) ||
-	    bell_map(cfg->tree_helper, &why))
+	if (serves_pprof(name) || !may_defer(cfg) || leads(name) || bell_map(name, &why))
 		return 0;
 	/* The join makes its system calls through syscall(2), which the
 	 * shim interposes (hook_fd.c): its first call looks the C library's
@@ -2817,6 +3297,47 @@ ps_worker_defer(const struct ps_config *cfg)
 	(void)syscall(SYS_getpid);
 	atomic_store(&deferred, DEFER_WAITING);
 	return 1;
+}
+
+int
+ps_worker_put_off(void)
+{
+	return atomic_load_explicit(&put_off, memory_order_relaxed);
+}
+
+PS_SIGSAFE void
+ps_worker_wake(const char *at)
+{
+	if (atomic_load(&put_off) && !c)
+		atomic_store(&wake_at_first, at);
+	if (atomic_load(&put_off) && c)
+		(void)wake(at);
+}
+
+static void say_deferred(void);
+
+void
+ps_worker_say(void)
+{
+	if (x)
+		say_deferred();
+}
+
+const char *
+ps_worker_env_entry(const char *entry)
+{
+	size_t i;
+
+	/* tree_env is made whole before it is read here (the same thread,
+	 * or a vfork child of it).  Compared by hand: a shell's fork child
+	 * calls this before its exec, where a first call through the PLT
+	 * would page in the loader's look-up (BENCHMARKS 14o). */
+	if (!tree_env_short)
+		return NULL;
+	for (i = 0; i < tree_env_short; i++)
+		if (entry[i] != tree_env[i])
+			return NULL;
+	return entry[i] ? NULL : tree_env;
 }
 
 PS_SIGSAFE int
@@ -2843,10 +3364,32 @@ ps_worker_join_deferred(int made)
 {
 	const char *why = made ? "no memory for its control block" : "no memory for its tables";
 
+	if (atomic_load(&put_off)) {
+		/* The tree's leader: its helper now, as it has something to
+		 * write.  Exec'd, not forked: whatever this record
+		 * interrupted holds no lock the helper needs. */
+		if (made && ctl_new() == 0) {
+			early_copy();
+			(void)wake(atomic_load(&wake_at_first));
+		} else {
+			/* No tree: a helper of its own at its end, if it has
+			 * tables (as a fork child outside a tree). */
+			atomic_store(&put_off, 0);
+			tree_name[0] = '\0';
+			listen_here = 0;
+			atomic_store(&due, made);
+			atomic_store(&deferred_why, why);
+		}
+		atomic_store(&deferred, DEFER_NONE);
+		return;
+	}
+
 	if (made && ctl_new() == 0) {
 		reg_fill();
 		early_copy();
-		if (announce_tables(tree_name, &why) == 0) {
+		if (!tree_bell)
+			why = "its parent's tree had no helper when it forked";
+		else if (announce_tables(tree_name, &why) == 0) {
 			helper = 1;
 			atomic_store(&deferred_joined, atomic_load(&tree_bell->helper_pid));
 			atomic_store(&deferred, DEFER_NONE);
@@ -2875,6 +3418,7 @@ say_deferred(void)
 	int pid;
 	const char *why;
 
+	say_woke();
 	if (PS_LIKELY(!atomic_load_explicit(&deferred_joined, memory_order_relaxed) &&
 		      !atomic_load_explicit(&deferred_why, memory_order_relaxed)))
 		return;
@@ -2897,6 +3441,14 @@ ps_worker_start(struct ps_export *e, uint64_t interval_ns, uint64_t flush_timeou
 	listen_here = 1;
 	interval = interval_ns;
 	flush_timeout = flush_timeout_ns;
+	if (atomic_load(&put_off)) {
+		if (e->cfg->tree_helper[0])
+			ps_info("uploader: the tree %s had no helper yet when this program was "
+				"started; it leads a tree of its own", e->cfg->tree_helper);
+		ps_info("uploader: this program leads its tree; its helper starts at its first "
+			"record, child or thread");
+		return 0;
+	}
 	if (atomic_load(&deferred) == DEFER_WAITING) {
 		(void)ps_cat(tree_name, sizeof(tree_name), 0, e->cfg->tree_helper);
 		ps_info("uploader: this program joins the tree's helper (pid %d) when it first "
@@ -3333,6 +3885,12 @@ ps_worker_flush(uint64_t timeout_ns, int final)
 	if (x)
 		say_deferred();
 	leave_slot(!final);
+	/* A leader that put off its helper, and recorded: it starts now. */
+	if (atomic_load(&put_off) && c && !ps_stacktab_empty(x->st)) {
+		ps_worker_wake(final ? "this program's end, with a profile to write" :
+				       "this program's exec, with a profile to write");
+		say_woke();
+	}
 	/* A fork child that has not started one yet. */
 	if (due_at_end() && ((!c && ctl_new()) || start()))
 		c = NULL;
@@ -3372,6 +3930,8 @@ PS_SIGSAFE void
 ps_worker_exit(uint64_t timeout_ns)
 {
 	leave_slot(0);
+	if (atomic_load(&put_off) && c && !ps_stacktab_empty(x->st))
+		ps_worker_wake("this program's _exit, with a profile to write");
 	if (due_at_end() && ((!c && ctl_new()) || start_helper()))
 		c = NULL;
 	if (!c || (!helper && !running))
@@ -3475,6 +4035,12 @@ ps_worker_child(void)
 	ps_shmem_close_fds();   /* the parent's, if it had any open */
 	atomic_store(&deferred_joined, 0);
 	atomic_store(&deferred_why, NULL);
+	/* A parent whose helper was put off forked without the fork hook
+	 * (daemon(), a raw clone): its tree has no helper, and this child
+	 * joins none (ps_worker_join_deferred). */
+	if (atomic_exchange(&put_off, 0))
+		tree_name[0] = '\0';
+	atomic_store(&woke, 0);
 	atomic_store(&early_has_exit, 0);
 	forked = 0;
 	wait_slot = NWAITS;   /* an entry of the parent's is the parent's */

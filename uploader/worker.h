@@ -18,6 +18,10 @@
  *     for more than errors and there is no log file), and it ends right
  *     after the program, once its last pass is done.
  *
+ * A program that leads its tree starts the helper when it is first needed
+ * (ps_worker_defer): a command that records nothing and makes no child
+ * never has one.
+ *
  * exit(), a return from main, _exit and _Exit ask the helper for the last
  * pass and wait for it, at most the flush timeout, so the files are there
  * when the program's exit is seen.  An exec asks for a pass the same way;
@@ -55,11 +59,17 @@ int ps_worker_start(struct ps_export *x, uint64_t interval_ns, uint64_t flush_ti
  * commands a shell or make runs record nothing (one of 1 ms crosses its
  * first expiry once in ten at 100 Hz), and such a command then costs
  * neither a control block, nor tables, nor a message to the helper.
- * Only a member of a tree (not its leader, whose end waits for the
- * tree), not a Go program, and one that neither serves /debug/pprof nor
- * sends a span.  Returns 1 if put off -- the tree's bell mapped, the
- * tables to be made by the caller's function that ps_stacktab_defer
- * names -- else 0.  Context: constructor, before ps_worker_start. */
+ * Only a member of a tree, not a Go program, and one that neither serves
+ * /debug/pprof nor sends a span.  The same for a program that leads its
+ * tree (none is named, or the one named has no helper yet): its helper,
+ * and the tree's socket, are put off until its first record, thread or
+ * child (a fork, posix_spawn; ps_worker_put_off), and a command that has
+ * none of these costs no helper at all.  Its children learn the tree's
+ * name at once (PYROSHIM_HELPER, ps_worker_tree), and the whole name, with
+ * the helper's bell, from the exec that makes them
+ * (ps_worker_env_entry).  Returns 1 if put off -- the tables to be made
+ * by the caller's function that ps_stacktab_defer names -- else 0.
+ * Context: constructor, before ps_worker_start. */
 int ps_worker_defer(const struct ps_config *cfg);
 
 /* 1 if the process tree this program was started in (cfg->tree_helper)
@@ -68,6 +78,34 @@ int ps_worker_defer(const struct ps_config *cfg);
  * Context: constructor. */
 int ps_worker_tree_foreign(const struct ps_config *cfg);
 
+/* 1 while this program leads its tree with its helper put off.  Before
+ * it makes a child or a thread, its caller calls ps_worker_wake, makes
+ * its first record's tables (ps_stacktab_current), and calls it again.
+ * Context: any thread. */
+int ps_worker_put_off(void);
+
+/* Start the helper put off (ps_worker_put_off) now, if the tables are
+ * made (else the start at their making says `at`): the tree's socket and
+ * bell, then the helper, exec'd from this library's file (never a copy of
+ * the program, which may hold any lock here).  Before a fork, vfork,
+ * posix_spawn, system, popen or pthread_create; at the first record of
+ * any kind, in whatever context made it (ps_worker_join_deferred); at the
+ * exit or exec of a program that recorded (ps_worker_flush,
+ * ps_worker_exit do it).  The info log says so, and `at` (where: a
+ * static string), at the next place that may print.  Async-signal-safe. */
+void ps_worker_wake(const char *at) PS_SIGSAFE;
+
+/* What a put-off start or join did, in the info log, if it is not said
+ * yet.  Context: host thread, outside signal context. */
+void ps_worker_say(void);
+
+/* What an exec passes on in place of the environment entry `entry`
+ * ("PYROSHIM_HELPER=" and the name of this tree without the helper's
+ * bell): the tree's whole name, once its helper holds the bell; NULL
+ * otherwise.  Read-only: also called in a vfork child.  Context: the exec
+ * hooks. */
+const char *ps_worker_env_entry(const char *entry);
+
 /* The first record of a program that put off joining: 1 for the one
  * caller that is to make the tables now and then call
  * ps_worker_join_deferred; 0 for every other.  Async-signal-safe. */
@@ -75,8 +113,9 @@ int ps_worker_defer_take(void) PS_SIGSAFE;
 
 /* Join the tree now, the tables made (`made`) or not (no profile then).
  * One that cannot makes a helper of its own at its end, as a fork child
- * outside a tree.  Async-signal-safe; the info log says which at the next
- * pass or exit. */
+ * outside a tree.  A leader that put off its helper only makes its control
+ * block here (ps_worker_wake starts the helper).  Async-signal-safe; the
+ * info log says which at the next pass or exit. */
 void ps_worker_join_deferred(int made) PS_SIGSAFE;
 
 /* The name of the tree this process leads or joined ("" if none), and
@@ -93,6 +132,9 @@ int ps_worker_pprof_theirs(const struct ps_config *cfg);
 
 /* 1 if the uploader is a helper process (0: a thread, or not started). */
 int ps_worker_is_helper(void);
+/* The library run as a program (init.c's entry): the helper exec'd by a
+ * program's spawn, given its descriptors in argv.  Never returns. */
+__attribute__((noreturn)) void ps_worker_image(int argc, char **argv);
 
 /* The last pass, at exit (`final` 1) or before an exec (0), waiting at
  * most timeout_ns.  Context: the exiting or exec'ing host thread. */

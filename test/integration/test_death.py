@@ -14,7 +14,7 @@ import sys
 import time
 import unittest
 
-from common import PROG, ShimTest, clean_env, pprof_raw, run
+from common import PROG, SHIM, ShimTest, clean_env, pprof_raw, run
 
 INTERVAL = 2.0  # seconds, PYROSCOPE_UPLOAD_INTERVAL in these tests
 
@@ -185,7 +185,19 @@ class Death(ShimTest):
                          [b"reaped 4 of 4", b"sigchld ok", b"unknown 0"])
         self.assertEqual((shim.rc, shim.out, shim.err), (base.rc, base.out, b""))
 
-    def helper_of(self, pid, within=10.0):
+    def cat(self, argv=("cat",), env=None, **kw):
+        """cat with its helper: a program alone starts it at its first
+        record (worker.h, ps_worker_defer), and cat's first read, which
+        waits 50 ms for its line, is one (block profiling, on by
+        default)."""
+        p = subprocess.Popen(list(argv), env=env or self.env(), stdin=subprocess.PIPE,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, **kw)
+        time.sleep(0.05)
+        p.stdin.write(b"x\n")
+        p.stdin.flush()
+        return p
+
+    def helper_of(self, pid, within=10.0, must=True):
         """The pid of the helper of process `pid`: a process named
         "pyroshim" (prctl) that maps one of the program's sample tables
         (a memfd of the same inode).  Found once the program's constructor
@@ -211,23 +223,23 @@ class Death(ShimTest):
                 except OSError:
                     continue
             time.sleep(0.02)
-        self.fail("no helper for %d" % pid)
+        if must:
+            self.fail("no helper for %d" % pid)
+        return None
 
     def test_the_helpers_watchdog_is_sigalrms_default_action(self):
         """The helper ends itself with SIGALRM's default action if its
-        start-up or last pass hangs.  It is a copy of the program, so a
-        SIGALRM the program ignores (SIG_IGN survives exec: nohup-style
-        parents) would leave a hung helper running for ever: the helper
-        takes the default back, which /proc shows."""
+        start-up or last pass hangs.  A SIGALRM the program ignores
+        (SIG_IGN survives exec: nohup-style parents, and the helper's own
+        exec) would leave a hung helper running for ever: the helper takes
+        the default back, which /proc shows."""
         def ignored_and_caught(pid):
             with open("/proc/%d/status" % pid) as f:
                 fields = dict(l.split(":\t", 1) for l in f.read().splitlines() if ":\t" in l)
             return int(fields["SigIgn"], 16), int(fields["SigCgt"], 16)
 
         alrm = 1 << (signal.SIGALRM - 1)
-        p = subprocess.Popen(["cat"], env=self.env(), stdin=subprocess.PIPE,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                             preexec_fn=lambda: signal.signal(signal.SIGALRM, signal.SIG_IGN))
+        p = self.cat(preexec_fn=lambda: signal.signal(signal.SIGALRM, signal.SIG_IGN))
         try:
             # Named "pyroshim" after it took the default back.
             helper = self.helper_of(p.pid)
@@ -240,18 +252,17 @@ class Death(ShimTest):
         self.assertEqual((hign & alrm, hcgt & alrm), (0, 0))
 
     def test_the_helper_leaves_a_real_time_policy_to_the_program(self):
-        """A program run at a real-time policy (chrt -f): its helper, a
-        copy of it, would share its priority, and on one processor one of
-        the two starves the other.  The helper takes the normal policy."""
+        """A program run at a real-time policy (chrt -f): its helper, made
+        by it, would share its priority (a policy survives exec), and on
+        one processor one of the two starves the other.  The helper takes
+        the normal policy."""
         try:
             os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
             os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
         except PermissionError:
             self.skipTest("no real-time policy allowed here")
-        p = subprocess.Popen(["cat"], env=self.env(), stdin=subprocess.PIPE,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                             preexec_fn=lambda: os.sched_setscheduler(0, os.SCHED_FIFO,
-                                                                      os.sched_param(1)))
+        p = self.cat(preexec_fn=lambda: os.sched_setscheduler(0, os.SCHED_FIFO,
+                                                              os.sched_param(1)))
         try:
             # Named "pyroshim" after it took the normal policy.
             helper = self.helper_of(p.pid)
@@ -262,15 +273,15 @@ class Death(ShimTest):
         self.assertEqual(policies, (os.SCHED_FIFO, os.SCHED_OTHER))
 
     def test_pidof_and_pgrep_find_the_program_not_its_helper(self):
-        """The helper is a copy of the program, command line included:
-        `pidof cat`, `pgrep -f` and `pkill -f` counted it as the program
-        while it finished the program's profiles.  Its command line names
-        it instead: "pyroshim: helper of PID"."""
+        """A helper that was a copy of the program, command line included,
+        was counted by `pidof cat`, `pgrep -f` and `pkill -f` as the
+        program while it finished the program's profiles.  Its command line
+        names it instead: "pyroshim: helper of PID" (an exec'd helper's
+        argv[0], a forked one's rewritten argument area)."""
         if not (shutil.which("pidof") and shutil.which("pgrep")):
             self.skipTest("no pidof or pgrep here")
         argv = ["cat", "-", "/dev/null", "/dev/null", "/dev/null"]
-        p = subprocess.Popen(argv, env=self.env(), stdin=subprocess.PIPE,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        p = self.cat(argv)
         try:
             helper = self.helper_of(p.pid)
             # The kernel reads it up to its first NUL, which it includes.
@@ -293,12 +304,59 @@ class Death(ShimTest):
         self.assertNotIn(b"%d" % helper, pidof)
         self.assertEqual(pgrep, [b"%d" % p.pid])
 
+    def helper_seen(self, env):
+        """What a `cat`'s helper is: its executable, the paths it maps,
+        its environment; and the program's stderr."""
+        p = self.cat(env=env)
+        try:
+            helper = self.helper_of(p.pid)
+            exe = os.path.realpath("/proc/%d/exe" % helper)
+            with open("/proc/%d/maps" % helper) as f:
+                maps = {l.split()[5] for l in f if len(l.split()) > 5}
+            with open("/proc/%d/environ" % helper, "rb") as f:
+                environ = f.read().split(b"\0")
+        finally:
+            _, err = p.communicate(b"x", timeout=30)
+        self.assertEqual(p.returncode, 0, err)
+        return exe, maps, environ, err
+
+    def test_the_helper_is_a_fresh_image_of_the_library(self):
+        """The helper is exec'd from the library's own file, not forked
+        from the program: it maps none of the program's files (so the
+        program's writes copy no page for it, and it holds none of the
+        program's locks), and preloads nothing (another profiler's
+        library would start in it)."""
+        exe, maps, environ, _ = self.helper_seen(
+            self.env(LD_BIND_NOW="1",
+                     LD_PRELOAD=SHIM + ":" + os.path.join(self.out, "absent.so")))
+        cat = os.path.realpath(shutil.which("cat"))
+        self.assertEqual(exe, os.path.realpath(SHIM))
+        self.assertNotIn(cat, {os.path.realpath(m) for m in maps if m.startswith("/")})
+        self.assertEqual([e for e in environ if e.startswith(b"LD_")], [])
+
+    def test_a_library_that_cannot_be_exec_d_forks_its_helper(self):
+        """Where the library's file cannot be exec'd (no execute bit here;
+        a noexec mount, a seccomp filter), the helper is a copy of the
+        program, as before, and the info log says why."""
+        lib = os.path.join(self.out, "noexec", "libpyroshim.so")
+        os.makedirs(os.path.dirname(lib))
+        shutil.copyfile(SHIM, lib)
+        os.chmod(lib, 0o644)
+        exe, _, _, err = self.helper_seen(
+            self.env(PYROSCOPE_LOG_LEVEL="info", LD_PRELOAD=lib))
+        self.assertEqual(exe, os.path.realpath(shutil.which("cat")))
+        self.assertIn(b"uploader: helper process started, a copy of this program "
+                      b"(%s: Permission denied)" % lib.encode(), err)
+        # 1 s at 100 Hz: 100 samples, so 0.7 s is 3 standard deviations.
+        r = run([os.path.join(PROG, "spin"), "1000"], self.env(LD_PRELOAD=lib))
+        self.assertEqual((r.rc, r.err), (0, b""))
+        self.assertGreater(self.wait_total(0.9), 0.7)
+
     def test_the_program_maps_no_library_only_the_helper_needs(self):
         # zlib (pprof, the symbol cache's CRC), libcurl and libdw are
         # loaded by the helper when it needs them, never into the program
         # (nor is zlib a dependency of the library any more).
-        p = subprocess.Popen(["cat"], env=self.env(), stdin=subprocess.PIPE,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        p = self.cat()
         helper = self.helper_of(p.pid)
         with open("/proc/%d/maps" % p.pid) as f:
             maps = f.read()
@@ -354,7 +412,17 @@ class Death(ShimTest):
                 "PYROSCOPE_PROFILING_BLOCK_ENABLED": "false",
                 "PYROSCOPE_PROFILING_MUTEX_ENABLED": "false",
                 "PYROSCOPE_ALLOC_SAMPLE_BYTES": "1GiB", "PYROSCOPE_FLUSH_TIMEOUT": "8s"}
-        for otlp, waits in (("", False), ("http://127.0.0.1:9", True)):
+        # Without a span to send, the program, alone, has no helper at all
+        # (it would start at its first record, child or thread).
+        env = self.env(OTEL_EXPORTER_OTLP_TRACES_ENDPOINT="", **base)
+        p = subprocess.Popen(["cat"], env=env, stdin=subprocess.PIPE,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.assertIsNone(self.helper_of(p.pid, within=0.5, must=False))
+        t0 = time.monotonic()
+        _, err = p.communicate(b"x", timeout=30)
+        self.assertEqual((p.returncode, err), (0, b""))
+        self.assertLess(time.monotonic() - t0, 4.0)
+        for otlp, waits in (("http://127.0.0.1:9", True),):
             env = self.env(OTEL_EXPORTER_OTLP_TRACES_ENDPOINT=otlp, **base)
             p = subprocess.Popen(["cat"], env=env, stdin=subprocess.PIPE,
                                  stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

@@ -10,6 +10,7 @@ which helper each process used."""
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -388,6 +389,136 @@ class Trees(ShimTest):
         self.assertEqual(len(cpu), 1, os.listdir(self.out))
         self.assertTrue(pprof("-top", os.path.join(self.out, cpu[0])).startswith("File: dd\n"))
 
+    def quiet_env(self, extra=None):
+        """Nothing recorded by a program that does not ask for it (a
+        leader's first record starts its helper): the CPU at one sample a
+        second, whose first expiry is drawn in (0, 1 s] (a program of 1-30
+        ms crosses it once in 1000 to once in 33), allocations off, the
+        debug log."""
+        return self.env(dict({"PYROSCOPE_LOG_LEVEL": "debug", "PYROSCOPE_SAMPLE_RATE": "1"},
+                             **(extra or {})))
+
+    def test_a_command_alone_that_records_nothing_makes_no_helper(self):
+        """A program that leads its tree puts off its helper until its
+        first record, child or thread (worker.h, ps_worker_defer): one
+        that has none of them costs no helper and no socket.  It exports the
+        tree's name at once, without the helper's part: its own exec (a
+        shell's `exec`) passes it on as it is, the helper never having
+        been made."""
+        r = run(["sh", "-c", "exec printenv PYROSHIM_HELPER"], self.quiet_env())
+        self.assertEqual((r.rc, r.err), (0, b""))
+        text = self.log_text()
+        leader = int(re.search(r"pyroshim\[(\d+)\]: info: uploader: this program leads", text)
+                     .group(1))
+        self.assertEqual(r.out.decode(), "pyroshim-%d-" % leader + r.out.decode()[-17:])
+        self.assertRegex(r.out, rb"^pyroshim-\d+-[0-9a-f]{16}\n$")
+        self.assertIn("this program leads its tree; its helper starts at its first "
+                      "record, child or thread", text)
+        self.assertEqual(self.helpers_started(), 0, text)
+        self.assertEqual(self.files(), [])
+
+    def test_a_lone_program_starts_its_helper_at_its_first_sample(self):
+        """spin alone, 300 ms of CPU at 100 Hz: its helper starts in the
+        signal handler of its first sample (exec'd: whatever the sample
+        interrupted holds no lock it needs), and holds its tables from
+        then on, so its profile is whole: +-15 % as the shell loop's."""
+        r = run([SPIN, "300"], self.env({"PYROSCOPE_SAMPLE_RATE": "100"}))
+        self.assertEqual((r.rc, r.out, r.err), (0, b"", b""))
+        text = self.log_text()
+        self.assertRegex(text, r"uploader: helper process started \(pid \d+\), at its first "
+                               r"record")
+        self.assertEqual(self.helpers_started(), 1, text)
+        got, _ = self.cpu_seconds()
+        self.assertLess(abs(got / r.cpu - 1), 0.15, "profiles %.3f s of %.3f s" % (got, r.cpu))
+
+    def test_a_lone_program_that_only_waits_keeps_what_it_recorded(self):
+        """cat, block profiling only, reading a pipe: its first read waits
+        0.3 s, a block sample (in the read's hook, which may hold any lock
+        of the program's) that starts its exec'd helper; it is then killed
+        (SIGKILL) in its next read, before it prints anything more.  The
+        helper writes the wait it holds.  (A helper copied from the
+        program could not start there: the program waited with nothing
+        written, and the kill lost it.)"""
+        p = subprocess.Popen(["cat"], env=self.waits_env(), stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        time.sleep(0.3)
+        p.stdin.write(b"x\n")
+        p.stdin.flush()
+        self.assertEqual(p.stdout.readline(), b"x\n")
+        time.sleep(0.5)
+        p.kill()
+        _, err = p.communicate(timeout=30)
+        self.assertEqual((p.returncode, err), (-signal.SIGKILL, b""))
+        text = helper_log(self, self.log)
+        blocks = [f for f in self.files() if f.endswith(".block.pb.gz")]
+        self.assertEqual(len(blocks), 1, self.files())
+        types, samples = pprof_raw(os.path.join(self.out, blocks[0]))
+        delay = sum(v[types.index("delay")] for v, _ in samples)
+        self.assertGreater(delay / 1e9, 0.2, text[-3000:])
+
+    def test_a_lone_program_killed_keeps_what_it_recorded(self):
+        """spin, killed (SIGKILL) 0.3 s into its burn: its helper started
+        at its first sample, before the kill, and writes what it holds.
+        About 30 expiries of 10 ms: at least 20 of them."""
+        env = self.env({"PYROSCOPE_SAMPLE_RATE": "100", "PYROSCOPE_LOG_LEVEL": "debug"})
+        del env["LD_PRELOAD"]
+        r = run(["sh", "-c", 'env LD_PRELOAD="%s" "%s" 5000 & p=$!; sleep 0.3; kill -9 $p; '
+                 'wait $p 2>/dev/null; echo $?' % (SHIM, SPIN)], env)
+        self.assertEqual((r.rc, r.out, r.err), (0, b"137\n", b""))
+        helper_log(self, self.log)
+        got, _ = self.cpu_seconds()
+        self.assertGreater(got, 0.2, self.log_text()[-3000:])
+
+    def test_children_of_every_kind_join_a_leader_that_recorded_nothing(self):
+        """A leader that recorded nothing starts its helper before its
+        first child, however it is made -- fork, vfork (dash's way),
+        posix_spawn, system, popen -- and the exec that makes the child
+        passes the tree's whole name on, though the parent's own copy of
+        its environment (Python's os.environ, dash's variables) holds the
+        name without the helper: each spin (CPU on) joins the one helper.
+        Without the hooks the children led trees of their own.  (A
+        leader sampled before its child, one run in 30 or so, started its
+        helper then: such a run is made again, up to three times.)"""
+        env = self.quiet_env()
+        cpu = "PYROSCOPE_SAMPLE_RATE=100"
+        cases = {
+            "fork": ("import os, subprocess, sys\n"
+                     "subprocess.run(['env', '%s', sys.argv[1], '30'], check=True)\n" % cpu),
+            "posix_spawn": ("import os, sys\n"
+                            "e = dict(os.environ, PYROSCOPE_SAMPLE_RATE='100')\n"
+                            "p = os.posix_spawn(sys.argv[1], [sys.argv[1], '30'], e)\n"
+                            "os.waitpid(p, 0)\n"),
+            "system": ("import os, sys\n"
+                       "os.system('%s %s 30' % (sys.argv[2], sys.argv[1]))\n"),
+            "popen": ("import os, sys\n"
+                      "os.popen('%s %s 30' % (sys.argv[2], sys.argv[1])).read()\n"),
+        }
+        cases = [(how, ["python3", "-c", code, SPIN, cpu], 1) for how, code in cases.items()]
+        cases.append(("vfork", ["dash", "-c", '%s "%s" 30; %s "%s" 30' % (cpu, SPIN, cpu, SPIN)],
+                      2))
+        for how, argv, spins in cases:
+            with self.subTest(how=how):
+                for _ in range(3):
+                    open(self.log, "w").close()
+                    r = run(argv, env)
+                    self.assertEqual((r.rc, r.err), (0, b""))
+                    text = helper_log(self, self.log)
+                    if "at its first child or thread" in text:
+                        break
+                self.assert_one_tree(text, spins)
+
+    def assert_one_tree(self, text, spins):
+        """One program led the tree, its one helper started at its first
+        child, and `spins` programs (spin: 30 ms of CPU, always sampled)
+        joined it."""
+        self.assertEqual(len(re.findall(r"this program leads its tree", text)), 1, text[-3000:])
+        self.assertEqual(self.helpers_started(), 1, text[-3000:])
+        helper = int(re.search(r"helper process started \(pid (\d+)\), at its first child or "
+                               r"thread", text).group(1))
+        joined = self.joined()
+        self.assertEqual(len(joined), spins, text[-3000:])
+        self.assertEqual(set(joined.values()), {helper})
+
     def test_a_fork_child_that_joins_unmaps_its_parents_tables(self):
         """A fork child that puts off joining leaves its parent's tables
         and control block mapped in its fork handler (unmapping them there
@@ -398,15 +529,16 @@ class Trees(ShimTest):
                 "def shared():\n"
                 "    return {l.split()[4] for l in open('/proc/self/maps')\n"
                 "            if 'memfd:pyroshim' in l}\n"
-                "mine = shared()\n"
                 "r, w = os.pipe()\n"
                 "p = os.fork()\n"
                 "if p == 0:\n"
                 "    time.sleep(0.3)\n"
-                "    os.write(w, ('%d %d' % (len(shared() & mine), len(shared()))).encode())\n"
+                "    os.write(w, ' '.join(shared()).encode())\n"
                 "    os._exit(0)\n"
+                "mine = shared()\n"
                 "os.waitpid(p, 0)\n"
-                "print(len(mine), p, os.read(r, 100).decode(), flush=True)\n")
+                "theirs = set(os.read(r, 1000).decode().split())\n"
+                "print(len(mine), p, len(theirs & mine), len(theirs), flush=True)\n")
         r = self.python_waits(code)
         mine, child, kept, has = map(int, r.out.split())
         text = helper_log(self, self.log)
@@ -653,7 +785,7 @@ class Trees(ShimTest):
         env = self.env({"CODE": code})
         del env["PYROSCOPE_LOG_FILE"], env["PYROSCOPE_LOG_LEVEL"]
         base = run(["bash", "-c", 'python3 -c "$CODE"'], clean_env({"CODE": code}, preload=False))
-        r = run(["bash", "-c", 'echo "$PYROSHIM_HELPER" >&2; python3 -c "$CODE"'], env)
+        r = run(["bash", "-c", 'printenv PYROSHIM_HELPER >&2; python3 -c "$CODE"'], env)
         self.assertEqual((base.rc, r.rc), (0, 0))
         self.assertRegex(r.err, rb"^pyroshim-\d+-[0-9a-f]{16}-\d+-\d+\n$")
         self.assertEqual(r.out, base.out)
@@ -742,7 +874,11 @@ class Trees(ShimTest):
                 "t = time.process_time()\n"
                 "while time.process_time() - t < 0.3:\n"
                 "    pass\n"
-                "helper = int(os.environ['PYROSHIM_HELPER'].split('-')[3])\n"
+                # The tree's whole name, as a child gets it: the leader's
+                # own environment has only the socket's part.
+                "name = subprocess.run(['printenv', 'PYROSHIM_HELPER'], check=True,\n"
+                "                      capture_output=True, text=True).stdout\n"
+                "helper = int(name.split('-')[3])\n"
                 "env = {k: v for k, v in os.environ.items() if k != 'LD_PRELOAD'}\n"
                 "subprocess.Popen(['sh', '-c', 'sleep 3; kill -CONT %d' % helper], env=env,\n"
                 "                 start_new_session=True)\n"
@@ -829,6 +965,7 @@ class Trees(ShimTest):
         joined = set(self.joined())
         for key, recs in by_name.items():
             self.assertEqual(len(recs), 1, "%s: one request per family and interval" % (key,))
+        print(sorted(by_name), self.log_text()[-6000:]) if ("spin", "samples") not in by_name else None
         (spin,) = by_name[("spin", "samples")]
         (sed,) = by_name[("sed", "bytes")]
         _, spin_pids = pprof_by_pid(spin["payload"])
@@ -1014,11 +1151,12 @@ class Trees(ShimTest):
     def test_an_unreachable_helper_is_said_and_replaced(self):
         """A helper that is gone: the program says so in the info log,
         makes its own, and is profiled as well as ever; stderr is silent."""
-        r = run([SPIN, "200"], self.env({"PYROSHIM_HELPER": "pyroshim-1-0123456789abcdef"}))
+        gone = "pyroshim-1-0123456789abcdef-4194304-3"   # above any pid_max
+        r = run([SPIN, "200"], self.env({"PYROSHIM_HELPER": gone}))
         self.assertEqual((r.rc, r.out, r.err), (0, b"", b""))
         text = self.log_text()
-        self.assertIn("the tree's helper pyroshim-1-0123456789abcdef cannot be used "
-                      "(it is gone, or in another network namespace)", text)
+        self.assertIn("the tree's helper %s cannot be used "
+                      "(it is gone, or in another network namespace)" % gone, text)
         self.assertEqual(self.helpers_started(), 1)
         got, _ = self.cpu_seconds()
         self.assertLess(abs(got / r.cpu - 1), 0.15, "profiles %.3f s of %.3f s" % (got, r.cpu))
@@ -1047,7 +1185,7 @@ class Trees(ShimTest):
         name = "pyroshim-1-%016x" % int.from_bytes(os.urandom(8), "big")
         self.listener(name)
         t0 = time.monotonic()
-        r = run([SPIN, "50"], self.env({"PYROSHIM_HELPER": name}))
+        r = run([SPIN, "50"], self.env({"PYROSHIM_HELPER": name + "-4194304-3"}))
         waited = time.monotonic() - t0
         self.assertEqual((r.rc, r.out, r.err), (0, b"", b""))
         self.assertIn("did not answer within a second", self.log_text())
@@ -1060,7 +1198,7 @@ class Trees(ShimTest):
             self.skipTest("needs root to listen as another user")
         name = "pyroshim-1-%016x" % int.from_bytes(os.urandom(8), "big")
         self.listener(name, user=65534)
-        r = run([SPIN, "50"], self.env({"PYROSHIM_HELPER": name}))
+        r = run([SPIN, "50"], self.env({"PYROSHIM_HELPER": name + "-4194304-3"}))
         self.assertEqual((r.rc, r.out, r.err), (0, b"", b""))
         self.assertIn("cannot be used (it belongs to another user)", self.log_text())
         got, _ = self.cpu_seconds()
@@ -1206,7 +1344,10 @@ class Trees(ShimTest):
             os.setgid(65534)
             os.setuid(65534)
 
-        p = subprocess.Popen(["bash", "-c", 'echo "$PYROSHIM_HELPER"; exec sleep 30'],
+        # The tree's whole name, as a child gets it (the leader's own
+        # environment has it without the helper's part, which it has only
+        # from its first child on).
+        p = subprocess.Popen(["bash", "-c", 'printenv PYROSHIM_HELPER; exec sleep 30'],
                              env=clean_env({"LD_PRELOAD": lib, "PYROSCOPE_OUTPUT_DIR": out},
                                            preload=False),
                              stdout=subprocess.PIPE, preexec_fn=nobody, cwd="/")
@@ -1380,7 +1521,7 @@ class Trees(ShimTest):
         waited a second for the stopped helper, withdrew its notice and
         made a helper of its own: the tree's helper never took it."""
         env = self.env({"PYROSCOPE_SAMPLE_RATE": "100", "PYROSCOPE_LOG_LEVEL": "debug"})
-        script = ('h=${PYROSHIM_HELPER#pyroshim-*-*-}; h=${h%%-*}; kill -STOP $h; '
+        script = ('h=$(printenv PYROSHIM_HELPER); h=${h#pyroshim-*-*-}; h=${h%%-*}; kill -STOP $h; '
                   '"%s" 60 & p=$!; wait $p; kill -CONT $h; echo $p' % SPIN)
         r = run(["bash", "-c", script], env)
         self.assertEqual((r.rc, r.err), (0, b""))
@@ -1408,7 +1549,7 @@ class Trees(ShimTest):
         (not preloaded) at once."""
         env = self.env({"PYROSCOPE_SAMPLE_RATE": "100"})
         del env["LD_PRELOAD"]
-        script = ('h=${PYROSHIM_HELPER#pyroshim-*-*-}; h=${h%%-*}; kill -STOP $h; '
+        script = ('h=$(printenv PYROSHIM_HELPER); h=${h#pyroshim-*-*-}; h=${h%%-*}; kill -STOP $h; '
                   '"%s" 60 & p=$!; wait $p; (sleep 0.3; kill -CONT $h) & echo $p' % SPIN)
         r = run(["sh", "-c", 'env LD_PRELOAD="%s" bash -c \'%s\'; ls "%s"'
                  % (SHIM, script, self.out)], env)
