@@ -733,14 +733,14 @@ ps_fini(void)
 /* ---- the library run as a program: the tree's helper ------------------ *
  *
  * The helper is a fresh image of this very file, exec'd with the leader's
- * descriptors (uploader/worker.c, helper_exec), not a copy of the program:
- * it then holds none of the program's pages (the program's writes after
- * the spawn no longer copy them), none of its locks, and none of its
- * memory when the program has grown.  The loader runs a program's
- * initializers only from its libc start-up, which this entry never calls:
- * ps_init does not run here, the C library's own set-up does (the loader
- * runs it for every library it loads).  Where no entry is defined, the
- * helper is a fork as before. */
+ * descriptors (uploader/worker.c, exec_child), not a copy of the program:
+ * it holds none of the program's pages (the program's writes after the
+ * spawn copy none), none of its locks, and none of its memory when the
+ * program has grown, so it can be started late, from any context.  The
+ * loader runs a program's initializers only from its libc start-up,
+ * which this entry never calls: ps_init does not run here, the C
+ * library's own set-up does (the loader runs it for every library it
+ * loads). */
 #if defined(__x86_64__)
 const char ps_interp[] __attribute__((section(".interp"), used)) = "/lib64/ld-linux-x86-64.so.2";
 __asm__(".text\n"

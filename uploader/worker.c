@@ -1966,8 +1966,9 @@ accept_main(void *arg)
 
 /* Everything the program opened is closed, but the log file, `keep`
  * (the helper's pidfd), the listener's socket, the tree's socket and
- * bell, and `tables` (NULL, or the three of helper_exec); the standard streams are /dev/null, or the program's stderr when
- * the log level asks for more than errors and lines go there. */
+ * bell, and `tables` (NULL, or the three that exec_child passes on); the
+ * standard streams are /dev/null, or the program's stderr when the log
+ * level asks for more than errors and lines go there. */
 static void
 detach_fds(int keep, const int *tables)
 {
