@@ -16,7 +16,7 @@ ps_hexval(char c)
 	return -1;
 }
 
-size_t
+PS_SIGSAFE size_t
 ps_cat(char *dst, size_t len, size_t at, const char *src)
 {
 	size_t n = strlen(src), k;
@@ -29,7 +29,7 @@ ps_cat(char *dst, size_t len, size_t at, const char *src)
 	return at + n;
 }
 
-size_t
+PS_SIGSAFE size_t
 ps_cat_u(char *dst, size_t len, size_t at, unsigned long v)
 {
 	char d[24], *p = d + sizeof(d) - 1;

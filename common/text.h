@@ -22,10 +22,10 @@ int ps_hexval(char c);
  * builds "%s/%s".  Not snprintf: a process that never prints would page
  * in the C library's formatting (4 to 5 page faults) for the shim's start
  * alone (BENCHMARKS 14u). */
-size_t ps_cat(char *dst, size_t len, size_t at, const char *src);
+size_t ps_cat(char *dst, size_t len, size_t at, const char *src) PS_SIGSAFE;
 
 /* The same for v in decimal. */
-size_t ps_cat_u(char *dst, size_t len, size_t at, unsigned long v);
+size_t ps_cat_u(char *dst, size_t len, size_t at, unsigned long v) PS_SIGSAFE;
 
 /* The same for v as 16 lowercase hex digits (a digest in PYROSHIM_SAID
  * and PYROSHIM_PPROF). */

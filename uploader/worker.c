@@ -963,6 +963,24 @@ distrust(struct reg *r, const struct ps_export *e)
 	snprintf(r->cfg.app_name, sizeof(r->cfg.app_name), "%s", r->app);
 }
 
+/* Session s's stack table and (s->r.has_lt) live table: mapped from
+ * fd[1] and fd[2], each checked to be the memfd of id[1], id[2] (NULL:
+ * descriptors handed over, nothing to check), at the sizes st and lt
+ * say, and viewed as laid out there.  Returns 0 or -1. */
+static int
+session_tables(struct session *s, const int fd[3], const uint64_t (*id)[2],
+	       const struct ps_stacktab *st, const struct ps_livetab *lt)
+{
+	s->st.c = map_fd(fd[1], st->map_len, id ? id[1] : NULL, NULL);
+	s->st.map_len = st->map_len;
+	if (s->r.has_lt) {
+		s->lt.c = map_fd(fd[2], lt->map_len, id ? id[2] : NULL, NULL);
+		s->lt.map_len = lt->map_len;
+	}
+	return !s->st.c || (s->r.has_lt && !s->lt.c) || ps_stacktab_view(&s->st, st, s->st.c) ||
+	       (s->r.has_lt && ps_livetab_view(&s->lt, lt, s->lt.c)) ? -1 : 0;
+}
+
 /* One birth notice, taken: a session with the program's own tables, and
  * the settings of its parent's session (a fork child) or its own (an
  * exec'd image).  The program learns it was taken from its control block
@@ -1084,15 +1102,8 @@ take_birth(struct birth *b, int orphans, int now)
 	 * must be the same length, whatever is written in the bell now. */
 	st = b->st;
 	lt = b->lt;
-	s->st.c = map_fd(fd[1], st.map_len, b->id[1], NULL);
-	s->st.map_len = st.map_len;
-	if (s->r.has_lt) {
-		s->lt.c = map_fd(fd[2], lt.map_len, b->id[2], NULL);
-		s->lt.map_len = lt.map_len;
-	}
 	why = "its tables are not the memfds it announced";
-	if (!s->st.c || (s->r.has_lt && !s->lt.c) || ps_stacktab_view(&s->st, &st, s->st.c) ||
-	    (s->r.has_lt && ps_livetab_view(&s->lt, &lt, s->lt.c)))
+	if (session_tables(s, fd, b->id, &st, &lt))
 		goto out;
 	why = "out of memory";
 	if (add_session(s) == 0) {
@@ -2521,21 +2532,10 @@ tree_open(void)
 /* "-N" after the first `at` bytes of buf (size `room`).  Returns the new
  * length, or 0 if it does not fit.  Async-signal-safe (no snprintf). */
 PS_SIGSAFE static size_t
-put_num(char *buf, size_t at, size_t room, long v)
+put_num(char *buf, size_t at, size_t room, unsigned long v)
 {
-	char d[24];
-	int k = 0;
-
-	do
-		d[k++] = (char)('0' + v % 10);
-	while ((v /= 10) > 0 && k < (int)sizeof(d));
-	if (at + 1 + (size_t)k >= room)
-		return 0;
-	buf[at++] = '-';
-	while (k)
-		buf[at++] = d[--k];
-	buf[at] = '\0';
-	return at;
+	at = ps_cat_u(buf, room, ps_cat(buf, room, at, "-"), v);
+	return at < room ? at : 0;
 }
 
 /* The program no longer holds the tree's socket: the helper does, or
@@ -2548,8 +2548,9 @@ tree_handed_over(int ok)
 	/* Where the helper holds the bell: an exec'd image maps it from
 	 * there, and announces itself without a word to the helper. */
 	if (ok && n && tree_bell_fd >= 0 &&
-	    (!(n = put_num(tree_name, n, sizeof(tree_name), atomic_load(&c->helper_pid))) ||
-	     !put_num(tree_name, n, sizeof(tree_name), tree_bell_fd)))
+	    (!(n = put_num(tree_name, n, sizeof(tree_name),
+			  (unsigned long)atomic_load(&c->helper_pid))) ||
+	     !put_num(tree_name, n, sizeof(tree_name), (unsigned long)tree_bell_fd)))
 		ok = 0;
 	if (ok && tree_name[0]) {
 		memcpy(tree_env, "PYROSHIM_HELPER=", 16);
@@ -3163,11 +3164,10 @@ ps_worker_image(int argc, char **argv)
 	static const char usage[] = "pyroshim: this library is not a program: preload it "
 				    "(LD_PRELOAD, or pyrorun)\n";
 	struct session *s = &root_s;
-	char path[64];
 	const char *p = environ && environ[0] ? environ[0] : "";
 	long v[NARGS_IMAGE];
 	char *end;
-	int i;
+	int fd[3], i;
 
 	/* Only where exec_child puts it: first, and no argument. */
 	(void)argv;
@@ -3198,28 +3198,18 @@ ps_worker_image(int argc, char **argv)
 	}
 	s->c = c;
 	reg_copy(&s->r, &c->r);
-	s->st.c = map_fd((int)v[A_ST], s->r.st.map_len, NULL, NULL);
-	s->st.map_len = s->r.st.map_len;
-	if (s->r.has_lt) {
-		s->lt.c = map_fd((int)v[A_LT], s->r.lt.map_len, NULL, NULL);
-		s->lt.map_len = s->r.lt.map_len;
-	}
-	if (reg_check(&s->r) || !s->st.c || (s->r.has_lt && !s->lt.c) ||
-	    ps_stacktab_view(&s->st, &s->r.st, s->st.c) ||
-	    (s->r.has_lt && ps_livetab_view(&s->lt, &s->r.lt, s->lt.c))) {
+	for (i = 0; i < 3; i++)
+		fd[i] = (int)v[A_CTL + i];
+	if (reg_check(&s->r) || session_tables(s, fd, NULL, &s->r.st, &s->r.lt)) {
 		ps_warn("uploader: the exec'd helper cannot read its program's tables");
 		helper_end();
 	}
-	for (i = A_CTL; i <= A_LT; i++)
-		if (v[i] >= 0)
-			close((int)v[i]);
 	/* Its maps now, while it lives: it may die before a pass reads them
 	 * (root_left). */
-	(void)ps_cat_u(path, sizeof(path), ps_cat(path, sizeof(path), 0, "/proc/"),
-		       (unsigned long)host);
-	(void)ps_cat(path, sizeof(path), strlen(path), "/maps");
-	atomic_store_explicit(&c->seen_len, maps_lines(path, c->seen, sizeof(c->seen)),
-			      memory_order_release);
+	seen(host, fd[0]);
+	for (i = 0; i < 3; i++)
+		if (fd[i] >= 0)
+			close(fd[i]);
 	s->pid = host;
 	session_export(s);
 	x = s->x;
